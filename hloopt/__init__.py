@@ -1,0 +1,1 @@
+"""hloopt: rewrite XLA HLO text the way the Neuron compiler's dtype passes do."""
