@@ -1,0 +1,1 @@
+"""The `xla` profile (placeholder until written)."""
