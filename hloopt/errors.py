@@ -1,0 +1,50 @@
+"""Errors that hloopt reports to users: located, readable, never a traceback."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HloError(Exception):
+    """Base of every error hloopt reports to a user (the CLI exits 2 on these)."""
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A 1-based line and column in a named source text."""
+
+    filename: str
+    line: int
+    column: int
+
+
+class HloParseError(HloError):
+    """Malformed HLO text, reported as ``FILE:LINE:COL: message`` plus the line and a caret."""
+
+    def __init__(self, message: str, location: SourceLocation, source_line: str) -> None:
+        self.message = message
+        self.location = location
+        self.source_line = source_line
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        loc = self.location
+        line = self.source_line.expandtabs(1).rstrip("\n")
+        caret = " " * max(loc.column - 1, 0) + "^"
+        return f"{loc.filename}:{loc.line}:{loc.column}: {self.message}\n  {line}\n  {caret}"
+
+
+def locate(text: str, offset: int, filename: str) -> tuple[SourceLocation, str]:
+    """The location and the source line of a character offset in `text`."""
+    offset = max(0, min(offset, len(text)))
+    line_start = text.rfind("\n", 0, offset) + 1
+    line_end = text.find("\n", offset)
+    if line_end < 0:
+        line_end = len(text)
+    line = text.count("\n", 0, offset) + 1
+    return SourceLocation(filename, line, offset - line_start + 1), text[line_start:line_end]
+
+
+def parse_error_at(text: str, offset: int, filename: str, message: str) -> HloParseError:
+    """Build a located parse error for a character offset in `text`."""
+    location, source_line = locate(text, offset, filename)
+    return HloParseError(message, location, source_line)

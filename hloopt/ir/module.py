@@ -1,0 +1,309 @@
+"""The HLO graph: Module → Computation → Instruction.
+
+Operands, called computations and control predecessors are object
+references, not names, so a pass can rewrite the graph without worrying
+about text. Attributes hloopt does not model keep their value text exactly.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Union
+
+from hloopt.ir.literal import Literal
+from hloopt.ir.shape import Shape
+
+#: Attributes whose value names one computation (``to_apply=%add``).
+COMPUTATION_ATTRIBUTES: frozenset[str] = frozenset(
+    {"to_apply", "calls", "condition", "body", "select", "scatter", "true_computation", "false_computation"}
+)
+#: Attributes whose value is a list of computations (``branch_computations={%a, %b}``).
+COMPUTATION_LIST_ATTRIBUTES: frozenset[str] = frozenset({"branch_computations", "called_computations"})
+#: Attributes whose value is a list of instructions of the same computation.
+INSTRUCTION_LIST_ATTRIBUTES: frozenset[str] = frozenset({"control-predecessors"})
+
+_NAME_SUFFIX = re.compile(r"^(.*)\.(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ComputationList:
+    """``{%a, %b}``: an ordered list of called computations."""
+
+    computations: tuple[Computation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InstructionList:
+    """``{%a, %b}``: control predecessors."""
+
+    instructions: tuple[Instruction, ...]
+
+
+AttributeValue = Union[str, "Computation", ComputationList, InstructionList]
+
+
+class Instruction:
+    """One HLO instruction. Identity matters: instructions hash and compare by object."""
+
+    __slots__ = ("name", "opcode", "shape", "operands", "attributes", "literal", "parameter_number", "parent", "users")
+
+    def __init__(
+        self,
+        name: str,
+        opcode: str,
+        shape: Shape | None,
+        operands: Iterable[Instruction] = (),
+        attributes: dict[str, AttributeValue] | None = None,
+        literal: Literal | None = None,
+        parameter_number: int | None = None,
+    ) -> None:
+        self.name = name
+        self.opcode = opcode
+        #: None when the text omitted an inferable shape.
+        self.shape = shape
+        self.operands: list[Instruction] = []
+        self.attributes: dict[str, AttributeValue] = dict(attributes or {})
+        self.literal = literal
+        #: The N of ``parameter(N)``; None for other opcodes.
+        self.parameter_number = parameter_number
+        self.parent: Computation | None = None
+        #: Instructions that use this one as an operand (ordered set).
+        self.users: dict[Instruction, None] = {}
+        for operand in operands:
+            self.append_operand(operand)
+
+    def __repr__(self) -> str:
+        return f"<Instruction %{self.name} = {self.opcode}>"
+
+    def append_operand(self, operand: Instruction) -> None:
+        self.operands.append(operand)
+        operand.users[self] = None
+
+    def replace_operand(self, old: Instruction, new: Instruction) -> None:
+        """Make every use of `old` among this instruction's operands a use of `new`."""
+        self.operands = [new if op is old else op for op in self.operands]
+        old.users.pop(self, None)
+        new.users[self] = None
+
+    def drop_operands(self) -> None:
+        for operand in self.operands:
+            operand.users.pop(self, None)
+        self.operands = []
+
+    def called_computations(self) -> list[Computation]:
+        called: list[Computation] = []
+        for value in self.attributes.values():
+            if isinstance(value, Computation):
+                called.append(value)
+            elif isinstance(value, ComputationList):
+                called.extend(value.computations)
+        return called
+
+    def control_predecessors(self) -> tuple[Instruction, ...]:
+        value = self.attributes.get("control-predecessors")
+        return value.instructions if isinstance(value, InstructionList) else ()
+
+
+class Computation:
+    """A named list of instructions with a root; the entry computation is marked."""
+
+    def __init__(self, name: str, is_entry: bool = False) -> None:
+        self.name = name
+        self.is_entry = is_entry
+        self.instructions: list[Instruction] = []
+        self.root: Instruction | None = None
+        #: Attributes after the closing brace (``execution_thread="..."``), verbatim.
+        self.attributes: dict[str, str] = {}
+        self.parent: Module | None = None
+
+    def __repr__(self) -> str:
+        return f"<Computation %{self.name}>"
+
+    def parameters(self) -> list[Instruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda p: p.parameter_number or 0)
+
+    def append(self, instruction: Instruction) -> Instruction:
+        instruction.parent = self
+        self.instructions.append(instruction)
+        return instruction
+
+    def insert_before(self, anchor: Instruction, instruction: Instruction) -> Instruction:
+        """Add `instruction` just before `anchor`, so definitions still precede uses in text."""
+        instruction.parent = self
+        self.instructions.insert(self.instructions.index(anchor), instruction)
+        return instruction
+
+    def insert_all_before(self, anchor: Instruction, instructions: list[Instruction]) -> None:
+        index = self.instructions.index(anchor)
+        for instruction in instructions:
+            instruction.parent = self
+        self.instructions[index:index] = instructions
+
+    def replace_all_uses(self, old: Instruction, new: Instruction) -> None:
+        """Redirect every user of `old` (and the root, and control edges) to `new`."""
+        for user in list(old.users):
+            if user is not new:
+                user.replace_operand(old, new)
+        for instruction in self.instructions:
+            preds = instruction.attributes.get("control-predecessors")
+            if isinstance(preds, InstructionList) and old in preds.instructions:
+                instruction.attributes["control-predecessors"] = InstructionList(
+                    tuple(new if p is old else p for p in preds.instructions)
+                )
+        if self.root is old:
+            self.root = new
+
+    def remove(self, instruction: Instruction) -> None:
+        """Remove an instruction that nothing uses any more."""
+        if instruction.users:
+            raise ValueError(f"%{instruction.name} still has users")
+        instruction.drop_operands()
+        self.instructions.remove(instruction)
+        instruction.parent = None
+
+    def replace_instruction(self, old: Instruction, new: Instruction) -> None:
+        """Put `new` where `old` was: every use moves to `new`, `old` is removed."""
+        if new.parent is None:
+            self.insert_before(old, new)
+        self.replace_all_uses(old, new)
+        if old.users:
+            raise ValueError(f"%{old.name} still has users")
+        self.remove(old)
+
+    def remove_dead_code(self, candidates: Iterable[Instruction] | None = None) -> int:
+        """Remove side-effect-free instructions nothing uses; returns how many went.
+
+        With `candidates`, only those (and operands they leave dead) are considered,
+        so instructions the user wrote unused stay untouched.
+        """
+        work = list(candidates if candidates is not None else self.instructions)
+        removed = 0
+        while work:
+            instruction = work.pop()
+            if (
+                instruction.parent is not self
+                or instruction.users
+                or instruction is self.root
+                or instruction.opcode in _SIDE_EFFECT_OPCODES
+                or instruction.attributes.get("custom_call_has_side_effect") == "true"
+                or any(instruction in i.control_predecessors() for i in self.instructions)
+            ):
+                continue
+            operands = list(instruction.operands)
+            self.remove(instruction)
+            removed += 1
+            work.extend(operands)
+        return removed
+
+    def post_order(self) -> list[Instruction]:
+        """Operands before users, from the root; unreachable instructions included (iterative)."""
+        order: list[Instruction] = []
+        visited: set[Instruction] = set()
+        roots = [i for i in self.instructions if i is not self.root] + ([self.root] if self.root else [])
+        for start in roots:
+            if start in visited:
+                continue
+            stack: list[tuple[Instruction, Iterator[Instruction]]] = [(start, _dependencies(start))]
+            visited.add(start)
+            while stack:
+                node, deps = stack[-1]
+                for dep in deps:
+                    if dep not in visited:
+                        visited.add(dep)
+                        stack.append((dep, _dependencies(dep)))
+                        break
+                else:
+                    stack.pop()
+                    order.append(node)
+        return order
+
+
+def _dependencies(instruction: Instruction) -> Iterator[Instruction]:
+    yield from instruction.operands
+    yield from instruction.control_predecessors()
+
+
+_SIDE_EFFECT_OPCODES = frozenset(
+    """parameter send send-done recv recv-done outfeed infeed after-all add-dependency
+    all-reduce all-reduce-start all-reduce-done all-gather all-gather-start all-gather-done
+    collective-permute collective-permute-start collective-permute-done all-to-all
+    ragged-all-to-all reduce-scatter collective-broadcast rng rng-get-and-update-state
+    async-start async-update async-done while conditional call custom-call""".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramLayout:
+    """``entry_computation_layout``: the entry's parameter and result shapes with layouts."""
+
+    parameters: tuple[Shape, ...]
+    result: Shape
+
+    def to_text(self) -> str:
+        from hloopt.ir.shape import TupleShape
+
+        params = TupleShape(self.parameters).to_text()
+        return "{" + params + "->" + self.result.to_text() + "}"
+
+
+class Module:
+    """An HLO module: header attributes, computations (callees first) and the entry."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        #: Header attributes in source order, values verbatim (entry layout is modelled apart).
+        self.attributes: dict[str, str] = {}
+        self.entry_layout: ProgramLayout | None = None
+        #: The ``FileNames … StackFrames …`` block, verbatim.
+        self.stack_frames: str | None = None
+        self.computations: list[Computation] = []
+        self._names: dict[str, int] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Module {self.name}>"
+
+    @property
+    def entry(self) -> Computation:
+        for computation in self.computations:
+            if computation.is_entry:
+                return computation
+        raise ValueError("module has no entry computation")
+
+    def add_computation(self, computation: Computation, before: Computation | None = None) -> Computation:
+        computation.parent = self
+        index = self.computations.index(before) if before is not None else len(self.computations)
+        self.computations.insert(index, computation)
+        return computation
+
+    def instructions(self) -> Iterator[Instruction]:
+        for computation in self.computations:
+            yield from computation.instructions
+
+    def unique_name(self, prefix: str) -> str:
+        """A module-wide fresh name ``prefix.N`` (XLA's NameUniquer style), deterministic."""
+        if self._names is None:
+            self._names = {}
+            for instruction in self.instructions():
+                self._note_name(instruction.name)
+        base = prefix
+        match = _NAME_SUFFIX.match(prefix)
+        if match:
+            base = match.group(1)
+        counter = self._names.get(base, 0)
+        name = f"{base}.{counter}" if counter else base
+        self._names[base] = counter + 1
+        return name
+
+    def _note_name(self, name: str) -> None:
+        assert self._names is not None
+        match = _NAME_SUFFIX.match(name)
+        base, number = (match.group(1), int(match.group(2))) if match else (name, 0)
+        self._names[base] = max(self._names.get(base, 0), number + 1)
+
+    def to_text(self) -> str:
+        """The module in XLA's canonical text style."""
+        from hloopt.printer import print_module
+
+        return print_module(self)

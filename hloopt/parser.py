@@ -1,0 +1,479 @@
+"""HLO text → IR, with the Lark grammar in ``grammar/hlo.lark``.
+
+The LALR parser runs with an inline transformer: no parse tree is built, each
+rule's callback builds IR objects directly. Operand names are resolved when a
+computation closes, in text order, exactly as XLA requires (an operand must
+be defined earlier in the same computation).
+"""
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from hloopt.errors import HloParseError, parse_error_at
+from hloopt.ir.literal import Literal, LiteralError
+from hloopt.ir.module import (
+    COMPUTATION_ATTRIBUTES,
+    COMPUTATION_LIST_ATTRIBUTES,
+    INSTRUCTION_LIST_ATTRIBUTES,
+    AttributeValue,
+    Computation,
+    ComputationList,
+    Instruction,
+    InstructionList,
+    Module,
+    ProgramLayout,
+)
+from hloopt.ir.shape import (
+    PRIMITIVE_TYPES,
+    UNBOUNDED,
+    ArrayShape,
+    BufferShape,
+    Layout,
+    Shape,
+    TupleShape,
+    default_layout,
+)
+
+_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{\s*([^{}]*?)\s*\})?")
+_NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+_DEF = re.compile(r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
+
+#: Human words for the grammar's terminals, for "expected …" messages.
+_TERMINAL_WORDS = {
+    "DEF": "an instruction (`name = shape opcode(...)`)",
+    "OPERAND": "an operand name",
+    "ATTR": "an attribute (`name=value`)",
+    "SHAPE": "a shape",
+    "ARRAY_SHAPE": "a shape",
+    "OPCODE": "an opcode",
+    "CONSTANT": "`constant`",
+    "LITERAL": "a literal in parentheses",
+    "INT": "an integer",
+    "COMPUTATION_NAME": "a computation name",
+    "MODULE_NAME": "a module name",
+    "PARAM_NAME": "a parameter (`name: shape`)",
+    "ENTRY": "`ENTRY`",
+    "HLOMODULE": "`HloModule`",
+    "STACK_KEYWORD": "a stack-frame section",
+    "STRING": "a string",
+    "GROUP": "a `{...}` group",
+    "COMMA": "`,`",
+    "LPAR": "`(`",
+    "RPAR": "`)`",
+    "LBRACE": "`{`",
+    "RBRACE": "`}`",
+    "__ANON_0": "`->`",
+    "$END": "end of input",
+}
+
+
+class _Builder(Transformer):  # type: ignore[type-arg]
+    """Inline transformer: rule callbacks build the IR while the LALR parser reduces."""
+
+    def __init__(self, holder: _ParseHolder) -> None:
+        super().__init__()
+        self._holder = holder
+
+    @property
+    def _parse(self) -> _Parse:
+        assert self._holder.current is not None
+        return self._holder.current
+
+    def shape(self, children: list[Any]) -> Shape:
+        child = children[0]
+        return child if isinstance(child, (TupleShape, BufferShape)) else self._parse.array_shape(child)
+
+    def tuple_shape(self, children: list[Any]) -> TupleShape:
+        return TupleShape(tuple(c for c in children if c is not None))
+
+    def buffer_shape(self, children: list[Any]) -> BufferShape:
+        inner = children[0]
+        if not isinstance(inner, ArrayShape):
+            raise self._parse.error(0, "a buffer shape b(...) must wrap an array shape")
+        return BufferShape(inner)
+
+    def header(self, children: list[Token]) -> tuple[str, Token, list[Token]]:
+        return ("header", children[0], children[1:])
+
+    def stack_frame_section(self, children: list[Token]) -> tuple[int, int]:
+        return (children[0].start_pos, children[-1].end_pos)
+
+    def stack_frames(self, children: list[tuple[int, int]]) -> tuple[str, str]:
+        return ("stack_frames", self._parse.text[children[0][0] : children[-1][1]])
+
+    def param(self, children: list[Token]) -> None:
+        return None
+
+    def signature(self, children: list[Any]) -> str:
+        return "signature"
+
+    def instruction(self, children: list[Any]) -> Instruction:
+        return self._parse.instruction(children)
+
+    def computation(self, children: list[Any]) -> Computation:
+        return self._parse.computation(children)
+
+    def inline_body(self, children: list[Any]) -> list[Instruction]:
+        return children
+
+    def module(self, children: list[Any]) -> Module:
+        return self._parse.module(children)
+
+    def start(self, children: list[Any]) -> Module:
+        return children[0]
+
+
+@lru_cache(maxsize=1)
+def _grammar() -> str:
+    return resources.files("hloopt.grammar").joinpath("hlo.lark").read_text()
+
+
+class _ParserPool(threading.local):
+    """One Lark parser per thread: the builder it is bound to carries per-parse state."""
+
+    lark: Lark | None = None
+    parse: _Parse | None = None
+
+
+_POOL = _ParserPool()
+
+
+def _lark_for(parse: _Parse) -> Lark:
+    if _POOL.lark is None:
+        holder = _ParseHolder()
+        _POOL.lark = Lark(
+            _grammar(),
+            parser="lalr",
+            lexer="contextual",
+            start=["start", "shape", "inline_body"],
+            transformer=_Builder(holder),
+            cache=True,
+            propagate_positions=False,
+            maybe_placeholders=True,
+        )
+        _POOL.holder = holder  # type: ignore[attr-defined]
+    _POOL.holder.current = parse  # type: ignore[attr-defined]
+    return _POOL.lark
+
+
+class _ParseHolder:
+    current: _Parse | None = None
+
+
+class _Parse:
+    """State of one parse of one text."""
+
+    def __init__(self, text: str, filename: str) -> None:
+        self.text = text
+        self.filename = filename
+        self.computations: dict[str, Computation] = {}
+        self.ordered: list[Computation] = []
+        self._pending: dict[Instruction, tuple[list[Token], Token | None]] = {}
+        self._shape_cache: dict[str, Shape] = {}
+        self._inline_count = 0
+        self._callee_refs: list[tuple[Instruction, list[tuple[str, Token]]]] = []
+
+    # -- errors ---------------------------------------------------------------
+    def error(self, offset: int, message: str) -> HloParseError:
+        return parse_error_at(self.text, offset, self.filename, message)
+
+    # -- shapes ---------------------------------------------------------------
+    def array_shape(self, token: str, offset: int = 0) -> ArrayShape:
+        match = _ARRAY_SHAPE.fullmatch(token.strip())
+        if match is None:
+            raise self.error(offset, f"expects a shape, found {token!r}")
+        element_type, dims_text, layout_text = match.groups()
+        if element_type not in PRIMITIVE_TYPES:
+            raise self.error(offset, f"unknown primitive type {element_type!r}")
+        dims: list[int] = []
+        dynamic: list[bool] = []
+        for part in (p.strip() for p in dims_text.split(",")) if dims_text.strip() else ():
+            if part == "?":
+                dims.append(UNBOUNDED)
+                dynamic.append(True)
+            elif part.startswith("<="):
+                dims.append(int(part[2:]))
+                dynamic.append(True)
+            elif part.isdigit():
+                dims.append(int(part))
+                dynamic.append(False)
+            else:
+                raise self.error(offset, f"bad dimension {part!r} in shape {token!r}")
+        layout = self._layout(layout_text, len(dims), token, offset) if layout_text is not None else None
+        if layout is None and element_type not in ("token", "opaque"):
+            layout = default_layout(len(dims))
+        return ArrayShape(element_type, tuple(dims), tuple(dynamic), layout)
+
+    def _layout(self, text: str, rank: int, token: str, offset: int) -> Layout:
+        order_text, _, tail = text.partition(":")
+        order = tuple(int(p) for p in order_text.replace(" ", "").split(",") if p)
+        if len(order) != rank:
+            raise self.error(offset, f"layout {{{text}}} does not match the rank of {token!r}")
+        return Layout(order, tail.strip())
+
+    def shape(self, token: Token | str, offset: int | None = None) -> Shape:
+        text = str(token)
+        cached = self._shape_cache.get(text)
+        if cached is not None:
+            return cached
+        where = offset if offset is not None else getattr(token, "start_pos", 0)
+        if text[:1] == "(" or text[:2] == "b(":
+            padded = _pad_to(self.text, where, text) if where else text
+            shape: Shape = self._sub_parse(padded, "shape", where)
+        else:
+            shape = self.array_shape(text, where)
+        self._shape_cache[text] = shape
+        return shape
+
+    def _sub_parse(self, text: str, start: str, offset: int) -> Any:
+        try:
+            return _lark_for(self).parse(text, start=start)
+        except UnexpectedInput as err:
+            raise self.lark_error(err) from None
+        finally:
+            _POOL.holder.current = self  # type: ignore[attr-defined]
+
+    # -- instructions -------------------------------------------------------------
+    def instruction(self, children: list[Any]) -> Instruction:
+        items = [c for c in children if c is not None]
+        definition = items[0]
+        match = _DEF.match(definition)
+        assert match is not None
+        is_root = bool(match.group(1))
+        name = match.group(2)
+        index = 1
+        shape: Shape | None = None
+        if items[index].type == "SHAPE":
+            shape = self.shape(items[index])
+            index += 1
+        opcode_token = items[index]
+        opcode = str(opcode_token)
+        index += 1
+        literal: Literal | None = None
+        operand_tokens: list[Token] = []
+        parameter_number: int | None = None
+        if opcode_token.type == "CONSTANT":
+            literal_token = items[index]
+            index += 1
+            if shape is None:
+                raise self.error(opcode_token.start_pos, "constant needs a shape")
+            literal = Literal(shape, text=str(literal_token)[1:-1].strip())
+            try:
+                literal.check()
+            except LiteralError as err:
+                raise self.error(literal_token.start_pos + 1 + err.offset, str(err)) from None
+        else:
+            while index < len(items) and items[index].type in ("OPERAND", "INT"):
+                operand_tokens.append(items[index])
+                index += 1
+            if opcode == "parameter":
+                if len(operand_tokens) != 1 or operand_tokens[0].type != "INT" or int(operand_tokens[0]) < 0:
+                    raise self.error(opcode_token.start_pos, "parameter expects one non-negative parameter number")
+                parameter_number = int(operand_tokens[0])
+                operand_tokens = []
+            else:
+                for token in operand_tokens:
+                    if token.type == "INT":
+                        raise self.error(token.start_pos, f"expects an operand name, found {token!s}")
+        attributes: dict[str, AttributeValue] = {}
+        raw: dict[str, str] = {}
+        control: Token | None = None
+        forward: list[tuple[str, Token]] = []
+        for token in items[index:]:
+            key, _, value = str(token).partition("=")
+            value = value.rstrip()
+            if key in raw:
+                if raw[key] == value:
+                    continue  # XLA's printer repeats `statistics=` on async ops; same value, same meaning
+                raise self.error(token.start_pos, f"attribute {key} already exists")
+            raw[key] = value
+            if key in INSTRUCTION_LIST_ATTRIBUTES:
+                control = token
+                attributes[key] = InstructionList(())  # resolved when the computation closes
+            elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
+                attributes[key] = self._inline_computation(value, token.start_pos + len(key) + 1)
+            elif key in COMPUTATION_ATTRIBUTES or key in COMPUTATION_LIST_ATTRIBUTES:
+                attributes[key] = value  # resolved when the module closes: callees may come later
+                forward.append((key, token))
+            else:
+                attributes[key] = value
+        instruction = Instruction(name, opcode, shape, (), attributes, literal, parameter_number)
+        self._pending[instruction] = (operand_tokens, control)
+        if forward:
+            self._callee_refs.append((instruction, forward))
+        if is_root:
+            instruction.attributes.setdefault("__root__", "")  # marker, removed in computation()
+        return instruction
+
+    def _resolve_callees(self) -> None:
+        for instruction, refs in self._callee_refs:
+            for key, token in refs:
+                value = str(instruction.attributes[key])
+                if key in COMPUTATION_LIST_ATTRIBUTES:
+                    names = _NAME_LIST.findall(value)
+                    instruction.attributes[key] = ComputationList(tuple(self._callee(n, token) for n in names))
+                else:
+                    instruction.attributes[key] = self._callee(value, token)
+
+    def _callee(self, name: str, token: Token) -> Computation:
+        computation = self.computations.get(name.lstrip("%"))
+        if computation is None:
+            raise self.error(token.start_pos, f"computation {name.lstrip('%')} does not exist")
+        return computation
+
+    def _inline_computation(self, body: str, offset: int) -> Computation:
+        instructions = self._sub_parse(_pad_to(self.text, offset, body), "inline_body", offset)
+        name = "_" if self._inline_count == 0 else f"_.{self._inline_count}"
+        while name in self.computations:
+            self._inline_count += 1
+            name = f"_.{self._inline_count}"
+        self._inline_count += 1
+        return self._finish_computation(Computation(name), instructions, offset)
+
+    # -- computations and module -----------------------------------------------
+    def computation(self, children: list[Any]) -> Computation:
+        items = [c for c in children if c is not None]
+        index = 0
+        is_entry = isinstance(items[0], Token) and items[0].type == "ENTRY"
+        if is_entry:
+            index += 1
+        name_token: Token = items[index]
+        name = name_token.lstrip("%")
+        if name in self.computations:
+            raise self.error(name_token.start_pos, f"computation {name} already exists")
+        computation = Computation(name, is_entry)
+        instructions = [i for i in items[index + 1 :] if isinstance(i, Instruction)]
+        for token in items[index + 1 :]:
+            if isinstance(token, Token) and token.type == "ATTR":
+                key, _, value = str(token).partition("=")
+                computation.attributes[key] = value.rstrip()
+        return self._finish_computation(computation, instructions, name_token.start_pos)
+
+    def _finish_computation(self, computation: Computation, instructions: list[Instruction], offset: int) -> Computation:
+        scope: dict[str, Instruction] = {}
+        root: Instruction | None = None
+        for instruction in instructions:
+            operand_tokens, control = self._pending.pop(instruction)
+            for token in operand_tokens:
+                operand_name = token.rsplit(None, 1)[-1].lstrip("%")
+                operand = scope.get(operand_name)
+                if operand is None:
+                    raise self.error(
+                        token.end_pos - len(operand_name),
+                        f"instruction {operand_name} does not exist (operands must be defined earlier in the computation)",
+                    )
+                instruction.append_operand(operand)
+            if control is not None:
+                names = _NAME_LIST.findall(control.partition("=")[2])
+                preds = []
+                for pred_name in names:
+                    if pred_name not in scope:
+                        raise self.error(control.start_pos, f"control predecessor {pred_name} does not exist")
+                    preds.append(scope[pred_name])
+                instruction.attributes["control-predecessors"] = InstructionList(tuple(preds))
+            if instruction.name in scope:
+                raise self.error(offset, f"instruction {instruction.name} already exists in computation {computation.name}")
+            if "__root__" in instruction.attributes:
+                del instruction.attributes["__root__"]
+                if root is not None:
+                    raise self.error(offset, f"computation {computation.name} has more than one ROOT")
+                root = instruction
+            scope[instruction.name] = instruction
+            computation.append(instruction)
+        computation.root = root if root is not None else (instructions[-1] if instructions else None)
+        self.computations[computation.name] = computation
+        self.ordered.append(computation)
+        return computation
+
+    def module(self, children: list[Any]) -> Module:
+        header: tuple[str, Token, list[Token]] | None = None
+        stack_frames: str | None = None
+        for child in children:
+            if isinstance(child, tuple) and child[0] == "header":
+                header = child  # type: ignore[assignment]
+            elif isinstance(child, tuple) and child[0] == "stack_frames":
+                stack_frames = child[1]
+        entries = [c for c in self.ordered if c.is_entry]
+        if len(entries) > 1:
+            raise self.error(len(self.text), "expects only one ENTRY computation")
+        if not self.ordered:
+            raise self.error(len(self.text), "module has no computations")
+        if not entries:
+            self.ordered[-1].is_entry = True
+        entry = next(c for c in self.ordered if c.is_entry)
+        self._resolve_callees()
+        if header is not None:
+            module = Module(header[1].rstrip(":").lstrip("%"))
+            for token in header[2]:
+                key, _, value = str(token).partition("=")
+                if key in module.attributes or (key == "entry_computation_layout" and module.entry_layout):
+                    raise self.error(token.start_pos, f"module attribute {key} already exists")
+                if key == "entry_computation_layout":
+                    module.entry_layout = self._program_layout(value.rstrip(), token.start_pos + len(key) + 1)
+                else:
+                    module.attributes[key] = value.rstrip()
+        else:
+            module = Module(f"module_{entry.name}")
+        module.stack_frames = stack_frames
+        for computation in self.ordered:
+            module.add_computation(computation)
+        return module
+
+    def _program_layout(self, value: str, offset: int) -> ProgramLayout:
+        inner = value.strip()
+        if not (inner.startswith("{") and inner.endswith("}")) or "->" not in inner:
+            raise self.error(offset, "expects entry_computation_layout={(shapes)->shape}")
+        params_text, _, result_text = inner[1:-1].rpartition("->")
+        params = self.shape(params_text.strip(), offset + 1)
+        result = self.shape(result_text.strip(), offset + 1 + len(params_text))
+        if not isinstance(params, TupleShape):
+            raise self.error(offset, "expects the parameter shapes of entry_computation_layout in parentheses")
+        return ProgramLayout(params.elements, result)
+
+    def lark_error(self, err: UnexpectedInput) -> HloParseError:
+        if isinstance(err, UnexpectedEOF):
+            expected = _describe(err.expected)
+            return self.error(len(self.text), f"unexpected end of input, expected {expected}")
+        if isinstance(err, UnexpectedToken):
+            expected = _describe(err.expected)
+            found = _describe([err.token.type]) if err.token.type == "$END" else repr(str(err.token)[:40])
+            offset = err.token.start_pos if err.token.start_pos is not None else len(self.text)
+            return self.error(offset, f"expected {expected}, found {found}")
+        if isinstance(err, UnexpectedCharacters):
+            expected = _describe(err.allowed or [])
+            char = self.text[err.pos_in_stream : err.pos_in_stream + 1]
+            return self.error(err.pos_in_stream, f"unexpected character {char!r}, expected {expected}")
+        return self.error(0, str(err))
+
+
+def _describe(terminals: Any) -> str:
+    words = sorted({_TERMINAL_WORDS.get(t, f"`{t.lower()}`" if not t.startswith("__") else t) for t in terminals})
+    if not words:
+        return "nothing more"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _pad_to(text: str, offset: int, fragment: str) -> str:
+    """`fragment` preceded by blanks (newlines kept), so Lark's offsets match `text`'s."""
+    return re.sub(r"[^\n]", " ", text[:offset]) + fragment
+
+
+def parse(text: str, filename: str = "<string>") -> Module:
+    """Parse HLO module text into the IR; raises HloParseError with file:line:col."""
+    if "\0" in text:
+        raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
+    state = _Parse(text, filename)
+    lark = _lark_for(state)
+    try:
+        return lark.parse(text, start="start")
+    except UnexpectedInput as err:
+        raise state.lark_error(err) from None
+    except RecursionError:
+        raise parse_error_at(text, 0, filename, "input nests too deeply") from None

@@ -1,0 +1,112 @@
+"""IR → HLO text in XLA's canonical style (what ``HloModule::ToString`` prints).
+
+Names get ``%``, shapes carry layouts (signatures do not), operand lists get
+``/*index=N*/`` every fifth operand, computations are separated by a blank
+line. Attribute values hloopt does not model are printed exactly as parsed.
+"""
+from __future__ import annotations
+
+from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module, ProgramLayout
+from hloopt.ir.shape import TupleShape
+
+#: XLA's order of module header attributes (``HloModule::Print``).
+_HEADER_ORDER = (
+    "is_scheduled",
+    "input_output_alias",
+    "buffer_donor",
+    "alias_passthrough_params",
+    "entry_computation_layout",
+    "allow_spmd_sharding_propagation_to_parameters",
+    "allow_spmd_sharding_propagation_to_output",
+    "replica_count",
+    "num_partitions",
+    "frontend_attributes",
+    "origin_recovery_table",
+)
+
+
+def _entry_layout(module: Module) -> ProgramLayout:
+    if module.entry_layout is not None:
+        return module.entry_layout
+    entry = module.entry
+    params = tuple(p.shape for p in entry.parameters() if p.shape is not None)
+    root_shape = entry.root.shape if entry.root is not None and entry.root.shape is not None else TupleShape()
+    return ProgramLayout(params, root_shape)
+
+
+def _header(module: Module) -> str:
+    items = dict(module.attributes)
+    items["entry_computation_layout"] = _entry_layout(module).to_text()
+    rank = {name: i for i, name in enumerate(_HEADER_ORDER)}
+    ordered = sorted(items.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+    parts = [f"HloModule {module.name}"] + [f"{key}={value}" for key, value in ordered]
+    text = ", ".join(parts)
+    # XLA ends the recovery table's line with a newline of its own.
+    return text + "\n" if "origin_recovery_table" in items else text
+
+
+def _operand_list(operands: list[Instruction]) -> str:
+    parts = []
+    for index, operand in enumerate(operands):
+        prefix = f"/*index={index}*/" if index and index % 5 == 0 else ""
+        parts.append(f"{prefix}%{operand.name}")
+    return ", ".join(parts)
+
+
+def _attribute_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Computation):
+        return f"%{value.name}"
+    if isinstance(value, ComputationList):
+        return "{" + ", ".join(f"%{c.name}" for c in value.computations) + "}"
+    if isinstance(value, InstructionList):
+        return "{" + ", ".join(f"%{i.name}" for i in value.instructions) + "}"
+    raise TypeError(f"cannot print attribute value {value!r}")
+
+
+def print_instruction(instruction: Instruction, is_root: bool = False) -> str:
+    """One instruction line, without indentation."""
+    parts = ["ROOT " if is_root else "", "%", instruction.name, " = "]
+    if instruction.shape is not None:
+        parts += [instruction.shape.to_text(), " "]
+    parts.append(instruction.opcode)
+    if instruction.literal is not None:
+        parts += ["(", instruction.literal.text, ")"]
+    elif instruction.parameter_number is not None:
+        parts += ["(", str(instruction.parameter_number), ")"]
+    else:
+        parts += ["(", _operand_list(instruction.operands), ")"]
+    for key, value in instruction.attributes.items():
+        parts += [", ", key, "=", _attribute_text(value)]
+    return "".join(parts)
+
+
+def _signature(computation: Computation) -> str:
+    params = ", ".join(
+        f"{p.name}: {p.shape.to_text(with_layout=False) if p.shape is not None else '()'}"
+        for p in computation.parameters()
+    )
+    root = computation.root
+    result = root.shape.to_text(with_layout=False) if root is not None and root.shape is not None else "()"
+    return f"({params}) -> {result}"
+
+
+def print_computation(computation: Computation) -> str:
+    lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name} {_signature(computation)} {{"]
+    root = computation.root
+    lines.extend("  " + print_instruction(i, i is root) for i in computation.instructions)
+    closing = "}"
+    for key, value in computation.attributes.items():
+        closing += f", {key}={value}"
+    lines.append(closing)
+    return "\n".join(lines)
+
+
+def print_module(module: Module) -> str:
+    """The whole module as text, ending in a newline."""
+    chunks = [_header(module)]
+    if module.stack_frames:
+        chunks.append(module.stack_frames + "\n")
+    chunks.extend(print_computation(c) for c in module.computations)
+    return "\n\n".join(chunks) + "\n\n"
