@@ -6,7 +6,7 @@ numpy arrays or raw bytes between the BIR dtypes with the device's rules
 """
 
 from .config import DEFAULT_FP8_CONFIG, FP8ConversionConfig
-from .dtypes import NAMES, ORDINALS, PROFILES, DType, resolve
+from .dtypes import NAMES, ORDINALS, PROFILES, DType, names, resolve
 from .engine import cast
 from .errors import CastError
 
@@ -19,5 +19,6 @@ __all__ = [
     "DType",
     "FP8ConversionConfig",
     "cast",
+    "names",
     "resolve",
 ]

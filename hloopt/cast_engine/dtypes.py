@@ -104,6 +104,11 @@ NAMES: tuple[str, ...] = tuple(d.name for d in ALL)
 ORDINALS: dict[str, int] = {d.name: d.ordinal for d in ALL if d.ordinal is not None}
 
 
+def names(profile: str) -> tuple[str, ...]:
+    """The canonical dtype names one profile accepts, in table order."""
+    return tuple(d.name for d in ALL if profile in d.profiles)
+
+
 def resolve(spec: str | int | DType, profile: str) -> DType:
     """Look up a dtype by name, HLO short name or BIR ordinal, for one profile."""
     if isinstance(spec, DType):
