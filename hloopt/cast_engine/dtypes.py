@@ -116,7 +116,7 @@ def resolve(spec: str | int | DType, profile: str) -> DType:
     elif isinstance(spec, str):
         dtype = BY_NAME.get(spec)
         if dtype is None:
-            raise CastError(f"unknown dtype {spec!r}; known: {', '.join(NAMES)}")
+            raise CastError(f"unknown dtype {spec!r}; known: {', '.join(names(profile))}")
     elif isinstance(spec, bool):
         raise CastError(f"unknown dtype {spec!r}: a bool is not a dtype ordinal")
     else:

@@ -103,41 +103,50 @@ def decoder(src: DType) -> Decoder:
 # ---------------------------------------------------------------- stage B
 
 
-def _fix_nans(hub: np.ndarray, out: np.ndarray, positive: int, negative: int, scratch: Scratch) -> None:
-    """Overwrite the lanes whose hub value is NaN with a sign-dependent constant.
+def _fix_nans(values: np.ndarray, out: np.ndarray, positive: int, negative: int, scratch: Scratch) -> None:
+    """Overwrite the lanes whose value is NaN with a sign-dependent constant.
 
     NaNs are rare, so the common path costs one isnan pass and one any().
     """
-    nan = np.isnan(hub, out=scratch.get("nan", np.bool_, hub.size))
+    nan = np.isnan(values, out=scratch.get("nan", np.bool_, values.size))
     if nan.any():
-        out[nan] = np.where(np.signbit(hub[nan]), negative, positive)
+        out[nan] = np.where(np.signbit(values[nan]), negative, positive)
 
 
-def _int_encoder(dtype: np.dtype, rounder: np.ufunc) -> Encoder:
-    """Readings 9 and 10: round (or truncate), then saturate; NaN by its sign.
+def saturating_int_encoder(dtype: np.dtype, rounder: np.ufunc, work: type = np.float32,
+                           nan_positive: int | None = None, nan_negative: int | None = None) -> Encoder:
+    """Round (or truncate), then saturate to `dtype`; NaN gives a per-sign constant.
 
-    Clipping happens in float32 to the largest float32 not above MAX; a rounded
-    value above that bound is at least 2^k and becomes MAX afterwards.
+    Readings 9 and 10 use the defaults: float32 work, NaN -> MAX with the sign
+    bit clear and MIN (0 if unsigned) with it set; the xla profile passes
+    float64 work and NaN -> 0. Clipping happens in the work type to the largest
+    value not above MAX; a rounded value above that bound becomes MAX afterwards.
     """
     info = np.iinfo(dtype)
-    low = np.float32(info.min)  # 0 or -2^k: exact in float32
-    high = np.float32(info.max)
+    low = work(info.min)  # 0 or -2^k: exact in any float type
+    high = work(info.max)
     if int(high) > info.max:
-        high = np.nextafter(high, np.float32(0))
+        high = np.nextafter(high, work(0))
     needs_max_fix = int(high) != info.max
-    nan_negative = info.min
+    positive = info.max if nan_positive is None else nan_positive
+    negative = info.min if nan_negative is None else nan_negative
 
-    def encode(hub: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
+    def encode(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
         out = dst.view(dtype)
-        work = scratch.get("round", np.float32, hub.size)
-        rounder(hub, out=work)
+        values = scratch.get("round", work, src.size)
+        if src.dtype != values.dtype:
+            np.copyto(values, src, casting="unsafe")
+            src_values = values
+        else:
+            src_values = src
+        rounder(src_values, out=values)
         if needs_max_fix:
-            above = np.greater(work, high, out=scratch.get("above", np.bool_, hub.size))
-        np.clip(work, low, high, out=work)
-        np.copyto(out, work, casting="unsafe")
+            above = np.greater(values, high, out=scratch.get("above", np.bool_, src.size))
+        np.clip(values, low, high, out=values)
+        np.copyto(out, values, casting="unsafe")
         if needs_max_fix and above.any():
             out[above] = info.max
-        _fix_nans(hub, out, info.max, nan_negative, scratch)
+        _fix_nans(src, out, positive, negative, scratch)
 
     return encode
 
@@ -207,12 +216,12 @@ def _minifloat_encoder(dst: DType, config: FP8ConversionConfig) -> Encoder:
 
 
 _INT_ENCODERS: dict[str, Encoder] = {
-    name: _int_encoder(np.dtype(name), np.rint)
+    name: saturating_int_encoder(np.dtype(name), np.rint)
     for name in ("int8", "uint8", "int16", "uint16", "int32", "uint32")
 } | {
-    "int64": _int_encoder(np.dtype(np.int64), np.trunc),
-    "uint64": _int_encoder(np.dtype(np.uint64), np.trunc),
-    "float8_e8m0fnu": _int_encoder(np.dtype(np.uint8), np.rint),  # reading 12
+    "int64": saturating_int_encoder(np.dtype(np.int64), np.trunc),
+    "uint64": saturating_int_encoder(np.dtype(np.uint64), np.trunc),
+    "float8_e8m0fnu": saturating_int_encoder(np.dtype(np.uint8), np.rint),  # reading 12
 }
 _FLOAT_ENCODERS: dict[str, Encoder] = {
     "float16": _encode_f16,
