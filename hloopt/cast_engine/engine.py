@@ -88,11 +88,13 @@ def _flatten(data: Data, src: DType, dst: DType) -> tuple[np.ndarray, Callable[[
 
 def _flatten_array(data: np.ndarray, src: DType, dst: DType) -> tuple[np.ndarray, Callable[[np.ndarray], Data]]:
     given = data.dtype
-    raw_bits = given.kind == "u" and given.itemsize == src.itemsize
-    if given != src.container and not raw_bits:
-        raise CastError(f"array dtype {given} does not hold {src.name} (expected {src.container} or uint{8 * src.itemsize})")
     if not given.isnative:
         raise CastError(f"array dtype {given} is not in native byte order")
+    raw_bits = given.kind == "u" and given.itemsize == src.itemsize
+    if given != src.container and not raw_bits:
+        raise CastError(
+            f"array dtype {given} does not hold {src.name} (expected {src.container} or uint{8 * src.itemsize})"
+        )
     if not data.flags.c_contiguous:
         raise CastError("array is not C-contiguous; pass np.ascontiguousarray(data)")
     shape = data.shape
