@@ -186,6 +186,19 @@ def _integer(name: str, bits: np.ndarray) -> np.ndarray:
     return np.array(out, dtype=name)[inverse.reshape(-1)].view(UINT_OF_SIZE[info.bits // 8])
 
 
+def integer_vectorised(name: str, bits: np.ndarray) -> np.ndarray:
+    """The same rules as _integer in float64 masks, for sweeps too large for Python loops."""
+    info = np.iinfo(name)
+    x = f32(bits).astype(np.float64)
+    r = np.trunc(x) if name in ("int64", "uint64") else np.rint(x)
+    top = 2.0 ** (info.bits - (info.min < 0))  # first value above MAX
+    out = np.where((r >= top) | np.isnan(r), 0, np.maximum(r, info.min)).astype(name)
+    out[r >= top] = info.max
+    nan = np.isnan(x)
+    out[nan] = np.where(np.signbit(x[nan]), info.min, info.max)
+    return out.view(UINT_OF_SIZE[info.bits // 8])
+
+
 def _f32r(bits: np.ndarray) -> np.ndarray:
     x = f32(bits).astype(np.float64)
     mag = np.abs(x)
