@@ -21,9 +21,33 @@ def _direct(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
 
 
 def _via_float32(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
-    """For the small-float pairs numpy has no cast for: float32 holds every source value."""
+    """Through float32: exact for small-float pairs numpy has no cast for, and the
+    folder's own (double-rounding) route for float64 -> float16 / bfloat16."""
     hub = scratch.get("hub", np.float32, src.size)
     np.copyto(hub, src, casting="unsafe")
+    np.copyto(dst, hub, casting="unsafe")
+
+
+def _f64_via_odd_float32(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
+    """float64 -> a small float, rounded once as XLA does.
+
+    ml_dtypes casts float64 to the 8/4-bit floats through float32, which rounds
+    twice, while the folder converts them directly. Rounding to float32 *to odd* first (truncate, then set the last
+    bit if anything was dropped) keeps the sticky information, and float32 has
+    at least two more bits than every small float, so the second rounding is
+    then exactly the direct one.
+    """
+    hub = scratch.get("hub", np.float32, src.size)
+    np.copyto(hub, src, casting="unsafe")
+    bits = hub.view(np.uint32)
+    widened = scratch.get("widened", np.float64, src.size)
+    np.copyto(widened, hub)
+    away = np.greater(np.abs(widened), np.abs(src), out=scratch.get("away", np.bool_, src.size))
+    np.subtract(bits, away, out=bits, casting="unsafe")  # step back toward zero by one ulp
+    np.copyto(widened, hub)
+    inexact = np.not_equal(widened, src, out=away)
+    inexact &= ~np.isnan(src)
+    np.bitwise_or(bits, inexact, out=bits, casting="unsafe")
     np.copyto(dst, hub, casting="unsafe")
 
 
@@ -38,6 +62,10 @@ def kernel(src: DType, dst: DType) -> Kernel:
         return _to_pred
     if dst.is_int and src.kind == "f":
         return saturating_int_encoder(dst.container, np.trunc, np.float64, nan_positive=0, nan_negative=0)
+    if src.name == "float64" and dst.kind == "f" and dst.container.itemsize == 1:
+        return _f64_via_odd_float32
+    if src.name == "float64" and dst.name in ("float16", "bfloat16"):
+        return _via_float32  # the folder rounds these twice, through float32
     if np.can_cast(src.container, dst.container, casting="unsafe"):
         return _direct
     return _via_float32
