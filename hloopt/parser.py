@@ -41,8 +41,9 @@ from hloopt.ir.shape import (
     default_layout,
 )
 
-_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{\s*([^{}]*?)\s*\})?")
+_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\s*\})?")
 _NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+_TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*$")
 _DEF = re.compile(r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
 
 #: Human words for the grammar's terminals, for "expected …" messages.
@@ -108,6 +109,12 @@ class _Builder(Transformer):  # type: ignore[type-arg]
     def stack_frames(self, children: list[tuple[int, int]]) -> tuple[str, str]:
         return ("stack_frames", self._parse.text[children[0][0] : children[-1][1]])
 
+    def nested_operand(self, children: list[Token]) -> Instruction:
+        return self._parse.nested_instruction(children[0], children[1])
+
+    def nested_arguments(self, children: list[Any]) -> list[Any]:
+        return [c for c in children if c is not None]
+
     def param(self, children: list[Token]) -> None:
         return None
 
@@ -152,7 +159,7 @@ def _lark_for(parse: _Parse) -> Lark:
             _grammar(),
             parser="lalr",
             lexer="contextual",
-            start=["start", "shape", "inline_body"],
+            start=["start", "shape", "inline_body", "nested_arguments"],
             transformer=_Builder(holder),
             cache=True,
             propagate_positions=False,
@@ -175,10 +182,12 @@ class _Parse:
         self.filename = filename
         self.computations: dict[str, Computation] = {}
         self.ordered: list[Computation] = []
-        self._pending: dict[Instruction, tuple[list[Token], Token | None]] = {}
+        self._pending: dict[Instruction, tuple[list[Any], Token | None]] = {}
         self._shape_cache: dict[str, Shape] = {}
         self._inline_count = 0
         self._callee_refs: list[tuple[Instruction, list[tuple[str, Token]]]] = []
+        self._roots: set[Instruction] = set()
+        self._anon_counts: dict[str, int] = {}
 
     # -- errors ---------------------------------------------------------------
     def error(self, offset: int, message: str) -> HloParseError:
@@ -243,25 +252,46 @@ class _Parse:
     # -- instructions -------------------------------------------------------------
     def instruction(self, children: list[Any]) -> Instruction:
         items = [c for c in children if c is not None]
-        definition = items[0]
-        match = _DEF.match(definition)
+        match = _DEF.match(items[0])
         assert match is not None
-        is_root = bool(match.group(1))
-        name = match.group(2)
         index = 1
         shape: Shape | None = None
-        if items[index].type == "SHAPE":
+        if isinstance(items[index], Token) and items[index].type == "SHAPE":
             shape = self.shape(items[index])
             index += 1
-        opcode_token = items[index]
-        opcode = str(opcode_token)
+        opcode_token: Token = items[index]
         index += 1
-        literal: Literal | None = None
-        operand_tokens: list[Token] = []
-        parameter_number: int | None = None
-        if opcode_token.type == "CONSTANT":
-            literal_token = items[index]
+        arguments: list[Any] = []
+        while index < len(items) and not (isinstance(items[index], Token) and items[index].type == "ATTR"):
+            arguments.append(items[index])
             index += 1
+        instruction = self._build(match.group(2), shape, opcode_token, arguments)
+        self._add_attributes(instruction, items[index:])
+        if match.group(1):
+            self._roots.add(instruction)
+        return instruction
+
+    def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
+        """An anonymous instruction written as an operand, named ``<opcode>.anon`` as XLA does."""
+        shape_text, _, opcode = head.strip().rpartition(" ")
+        shape = self.shape(shape_text.strip(), head.start_pos) if shape_text.strip() else None
+        opcode_token = Token("CONSTANT" if opcode == "constant" else "OPCODE", opcode, start_pos=head.start_pos)
+        if opcode == "constant":
+            items: list[Any] = [arguments]
+        else:
+            items = self._sub_parse(_pad_to(self.text, arguments.start_pos, str(arguments)), "nested_arguments", 0)
+        name = f"{opcode}.anon"
+        count = self._anon_counts.get(name, 0)
+        self._anon_counts[name] = count + 1
+        return self._build(name if count == 0 else f"{name}.{count}", shape, opcode_token, items)
+
+    def _build(self, name: str, shape: Shape | None, opcode_token: Token, arguments: list[Any]) -> Instruction:
+        opcode = str(opcode_token)
+        literal: Literal | None = None
+        parameter_number: int | None = None
+        operands: list[Any] = []
+        if opcode_token.type == "CONSTANT":
+            literal_token: Token = arguments[0]
             if shape is None:
                 raise self.error(opcode_token.start_pos, "constant needs a shape")
             literal = Literal(shape, text=str(literal_token)[1:-1].strip())
@@ -269,48 +299,48 @@ class _Parse:
                 literal.check()
             except LiteralError as err:
                 raise self.error(literal_token.start_pos + 1 + err.offset, str(err)) from None
+        elif opcode == "parameter":
+            number = arguments[0] if len(arguments) == 1 else None
+            if not (isinstance(number, Token) and number.type == "INT" and int(number) >= 0):
+                raise self.error(opcode_token.start_pos, "parameter expects one non-negative parameter number")
+            parameter_number = int(number)
         else:
-            while index < len(items) and items[index].type in ("OPERAND", "INT"):
-                operand_tokens.append(items[index])
-                index += 1
-            if opcode == "parameter":
-                if len(operand_tokens) != 1 or operand_tokens[0].type != "INT" or int(operand_tokens[0]) < 0:
-                    raise self.error(opcode_token.start_pos, "parameter expects one non-negative parameter number")
-                parameter_number = int(operand_tokens[0])
-                operand_tokens = []
-            else:
-                for token in operand_tokens:
-                    if token.type == "INT":
-                        raise self.error(token.start_pos, f"expects an operand name, found {token!s}")
-        attributes: dict[str, AttributeValue] = {}
+            for item in arguments:
+                if isinstance(item, Token) and item.type == "INT":
+                    raise self.error(item.start_pos, f"expects an operand name, found {item!s}")
+            operands = arguments
+        if opcode == "send-done" and shape is not None:
+            # XLA's parser gives send-done the shape token[] whatever the text says (old
+            # dumps write `(data, token[])`); keep the two in agreement.
+            shape = ArrayShape("token")
+        instruction = Instruction(name, opcode, shape, (), {}, literal, parameter_number)
+        self._pending[instruction] = (operands, None)
+        return instruction
+
+    def _add_attributes(self, instruction: Instruction, tokens: list[Token]) -> None:
         raw: dict[str, str] = {}
-        control: Token | None = None
         forward: list[tuple[str, Token]] = []
-        for token in items[index:]:
+        attributes = instruction.attributes
+        for token in tokens:
             key, _, value = str(token).partition("=")
-            value = value.rstrip()
+            value = value.strip()
             if key in raw:
                 if raw[key] == value:
                     continue  # XLA's printer repeats `statistics=` on async ops; same value, same meaning
                 raise self.error(token.start_pos, f"attribute {key} already exists")
             raw[key] = value
             if key in INSTRUCTION_LIST_ATTRIBUTES:
-                control = token
+                self._pending[instruction] = (self._pending[instruction][0], token)
                 attributes[key] = InstructionList(())  # resolved when the computation closes
             elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
-                attributes[key] = self._inline_computation(value, token.start_pos + len(key) + 1)
+                attributes[key] = self._inline_computation(value, token.start_pos + len(str(token)) - len(value))
             elif key in COMPUTATION_ATTRIBUTES or key in COMPUTATION_LIST_ATTRIBUTES:
                 attributes[key] = value  # resolved when the module closes: callees may come later
                 forward.append((key, token))
             else:
                 attributes[key] = value
-        instruction = Instruction(name, opcode, shape, (), attributes, literal, parameter_number)
-        self._pending[instruction] = (operand_tokens, control)
         if forward:
             self._callee_refs.append((instruction, forward))
-        if is_root:
-            instruction.attributes.setdefault("__root__", "")  # marker, removed in computation()
-        return instruction
 
     def _resolve_callees(self) -> None:
         for instruction, refs in self._callee_refs:
@@ -360,37 +390,43 @@ class _Parse:
         scope: dict[str, Instruction] = {}
         root: Instruction | None = None
         for instruction in instructions:
-            operand_tokens, control = self._pending.pop(instruction)
-            for token in operand_tokens:
-                operand_name = token.rsplit(None, 1)[-1].lstrip("%")
-                operand = scope.get(operand_name)
-                if operand is None:
-                    raise self.error(
-                        token.end_pos - len(operand_name),
-                        f"instruction {operand_name} does not exist (operands must be defined earlier in the computation)",
-                    )
-                instruction.append_operand(operand)
-            if control is not None:
-                names = _NAME_LIST.findall(control.partition("=")[2])
-                preds = []
-                for pred_name in names:
-                    if pred_name not in scope:
-                        raise self.error(control.start_pos, f"control predecessor {pred_name} does not exist")
-                    preds.append(scope[pred_name])
-                instruction.attributes["control-predecessors"] = InstructionList(tuple(preds))
-            if instruction.name in scope:
-                raise self.error(offset, f"instruction {instruction.name} already exists in computation {computation.name}")
-            if "__root__" in instruction.attributes:
-                del instruction.attributes["__root__"]
+            self._place(instruction, computation, scope, offset)
+            if instruction in self._roots:
                 if root is not None:
                     raise self.error(offset, f"computation {computation.name} has more than one ROOT")
                 root = instruction
-            scope[instruction.name] = instruction
-            computation.append(instruction)
         computation.root = root if root is not None else (instructions[-1] if instructions else None)
         self.computations[computation.name] = computation
         self.ordered.append(computation)
         return computation
+
+    def _place(self, instruction: Instruction, computation: Computation, scope: dict[str, Instruction], offset: int) -> None:
+        """Resolve an instruction's operands in `scope`, then append it (nested operands first)."""
+        operand_items, control = self._pending.pop(instruction)
+        for item in operand_items:
+            if isinstance(item, Instruction):
+                self._place(item, computation, scope, offset)
+                instruction.append_operand(item)
+                continue
+            operand_name = _TRAILING_NAME.search(item).group(1)  # type: ignore[union-attr]
+            operand = scope.get(operand_name)
+            if operand is None:
+                raise self.error(
+                    item.end_pos - len(operand_name),
+                    f"instruction {operand_name} does not exist (operands must be defined earlier in the computation)",
+                )
+            instruction.append_operand(operand)
+        if control is not None:
+            preds = []
+            for pred_name in _NAME_LIST.findall(control.partition("=")[2]):
+                if pred_name not in scope:
+                    raise self.error(control.start_pos, f"control predecessor {pred_name} does not exist")
+                preds.append(scope[pred_name])
+            instruction.attributes["control-predecessors"] = InstructionList(tuple(preds))
+        if instruction.name in scope:
+            raise self.error(offset, f"instruction {instruction.name} already exists in computation {computation.name}")
+        scope[instruction.name] = instruction
+        computation.append(instruction)
 
     def module(self, children: list[Any]) -> Module:
         header: tuple[str, Token, list[Token]] | None = None

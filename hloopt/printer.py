@@ -7,7 +7,6 @@ line. Attribute values hloopt does not model are printed exactly as parsed.
 from __future__ import annotations
 
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module, ProgramLayout
-from hloopt.ir.shape import TupleShape
 
 #: XLA's order of module header attributes (``HloModule::Print``).
 _HEADER_ORDER = (
@@ -25,18 +24,23 @@ _HEADER_ORDER = (
 )
 
 
-def _entry_layout(module: Module) -> ProgramLayout:
+def _entry_layout(module: Module) -> ProgramLayout | None:
+    """The module's entry layout, or the one XLA would derive (None if a shape was omitted)."""
     if module.entry_layout is not None:
         return module.entry_layout
     entry = module.entry
-    params = tuple(p.shape for p in entry.parameters() if p.shape is not None)
-    root_shape = entry.root.shape if entry.root is not None and entry.root.shape is not None else TupleShape()
-    return ProgramLayout(params, root_shape)
+    params = tuple(p.shape for p in entry.parameters())
+    root_shape = entry.root.shape if entry.root is not None else None
+    if root_shape is None or any(shape is None for shape in params):
+        return None
+    return ProgramLayout(params, root_shape)  # type: ignore[arg-type]
 
 
 def _header(module: Module) -> str:
     items = dict(module.attributes)
-    items["entry_computation_layout"] = _entry_layout(module).to_text()
+    layout = _entry_layout(module)
+    if layout is not None:
+        items["entry_computation_layout"] = layout.to_text()
     rank = {name: i for i, name in enumerate(_HEADER_ORDER)}
     ordered = sorted(items.items(), key=lambda kv: rank.get(kv[0], len(rank)))
     parts = [f"HloModule {module.name}"] + [f"{key}={value}" for key, value in ordered]
@@ -83,17 +87,17 @@ def print_instruction(instruction: Instruction, is_root: bool = False) -> str:
 
 
 def _signature(computation: Computation) -> str:
-    params = ", ".join(
-        f"{p.name}: {p.shape.to_text(with_layout=False) if p.shape is not None else '()'}"
-        for p in computation.parameters()
-    )
+    """``(p: f32[2]) -> f32[]`` without layouts; empty when a shape was omitted in the source."""
+    params = computation.parameters()
     root = computation.root
-    result = root.shape.to_text(with_layout=False) if root is not None and root.shape is not None else "()"
-    return f"({params}) -> {result}"
+    if root is None or root.shape is None or any(p.shape is None for p in params):
+        return ""
+    listed = ", ".join(f"{p.name}: {p.shape.to_text(with_layout=False)}" for p in params)  # type: ignore[union-attr]
+    return f" ({listed}) -> {root.shape.to_text(with_layout=False)}"
 
 
 def print_computation(computation: Computation) -> str:
-    lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name} {_signature(computation)} {{"]
+    lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation)} {{"]
     root = computation.root
     lines.extend("  " + print_instruction(i, i is root) for i in computation.instructions)
     closing = "}"
