@@ -309,9 +309,9 @@ class _Parse:
                 if isinstance(item, Token) and item.type == "INT":
                     raise self.error(item.start_pos, f"expects an operand name, found {item!s}")
             operands = arguments
-        if opcode == "send-done" and shape is not None:
-            # XLA's parser gives send-done the shape token[] whatever the text says (old
-            # dumps write `(data, token[])`); keep the two in agreement.
+        if opcode in ("send-done", "outfeed") and shape is not None:
+            # XLA's parser gives these the shape token[] whatever the text says (old
+            # dumps write `(data, token[])` or `()`); keep the two in agreement.
             shape = ArrayShape("token")
         instruction = Instruction(name, opcode, shape, (), {}, literal, parameter_number)
         self._pending[instruction] = (operands, None)
@@ -416,6 +416,11 @@ class _Parse:
                     f"instruction {operand_name} does not exist (operands must be defined earlier in the computation)",
                 )
             instruction.append_operand(operand)
+        if instruction.opcode == "recv-done" and instruction.operands:
+            # Like XLA's parser: recv-done yields (the recv's data, token[]), whatever the text says.
+            recv_shape = instruction.operands[0].shape
+            if isinstance(recv_shape, TupleShape) and recv_shape.elements:
+                instruction.shape = TupleShape((recv_shape.elements[0], ArrayShape("token")))
         if control is not None:
             preds = []
             for pred_name in _NAME_LIST.findall(control.partition("=")[2]):

@@ -1,0 +1,4 @@
+"""``python -m hloopt`` is the ``hloopt`` command."""
+from hloopt.cli import main
+
+main()
