@@ -187,6 +187,7 @@ class _Parse:
         self._inline_count = 0
         self._callee_refs: list[tuple[Instruction, list[tuple[str, Token]]]] = []
         self._roots: set[Instruction] = set()
+        self._positions: dict[Instruction, int] = {}
         self._anon_counts: dict[str, int] = {}
 
     # -- errors ---------------------------------------------------------------
@@ -266,6 +267,7 @@ class _Parse:
             arguments.append(items[index])
             index += 1
         instruction = self._build(match.group(2), shape, opcode_token, arguments)
+        self._positions[instruction] = items[0].start_pos
         self._add_attributes(instruction, items[index:])
         if match.group(1):
             self._roots.add(instruction)
@@ -393,7 +395,8 @@ class _Parse:
             self._place(instruction, computation, scope, offset)
             if instruction in self._roots:
                 if root is not None:
-                    raise self.error(offset, f"computation {computation.name} has more than one ROOT")
+                    where = self._positions.get(instruction, offset)
+                    raise self.error(where, f"computation {computation.name} has more than one ROOT")
                 root = instruction
         computation.root = root if root is not None else (instructions[-1] if instructions else None)
         self.computations[computation.name] = computation
@@ -429,7 +432,8 @@ class _Parse:
                 preds.append(scope[pred_name])
             instruction.attributes["control-predecessors"] = InstructionList(tuple(preds))
         if instruction.name in scope:
-            raise self.error(offset, f"instruction {instruction.name} already exists in computation {computation.name}")
+            where = self._positions.get(instruction, offset)
+            raise self.error(where, f"instruction {instruction.name} already exists in computation {computation.name}")
         scope[instruction.name] = instruction
         computation.append(instruction)
 
@@ -485,7 +489,8 @@ class _Parse:
         if isinstance(err, UnexpectedToken):
             expected = _describe(err.expected)
             found = _describe([err.token.type]) if err.token.type == "$END" else repr(str(err.token)[:40])
-            offset = err.token.start_pos if err.token.start_pos is not None else len(self.text)
+            at_end = err.token.type == "$END" or err.token.start_pos is None
+            offset = len(self.text) if at_end else err.token.start_pos
             return self.error(offset, f"expected {expected}, found {found}")
         if isinstance(err, UnexpectedCharacters):
             expected = _describe(err.allowed or [])

@@ -1,0 +1,31 @@
+"""Shared fixtures: where ../shared is, and whether tests that need it may skip."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_dir() -> Path | None:
+    """``$HLOOPT_SHARED`` or ``<repo>/../shared``; None when neither exists."""
+    candidate = Path(os.environ.get("HLOOPT_SHARED", REPO.parent / "shared"))
+    return candidate if candidate.is_dir() else None
+
+
+def require_shared() -> Path:
+    """The shared folder, or skip (fail when HLOOPT_REQUIRE_SHARED=1, as in CI)."""
+    found = shared_dir()
+    if found is None:
+        reason = "needs ../shared/hlo-corpus beside the checkout (or HLOOPT_SHARED); a user's clone has none"
+        if os.environ.get("HLOOPT_REQUIRE_SHARED") == "1":
+            pytest.fail(reason + " — HLOOPT_REQUIRE_SHARED=1 makes it required")
+        pytest.skip(reason)
+    return found
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    return require_shared() / "hlo-corpus"
