@@ -1,0 +1,86 @@
+"""The generic instruction attributes passes edit: metadata, frontend attributes, their order.
+
+Their values stay raw text in the IR; these helpers read and write just enough
+of ``metadata={…}`` and ``frontend_attributes={…}`` to add an entry without
+disturbing the rest, and print them the way XLA does.
+"""
+from __future__ import annotations
+
+from hloopt.ir.module import AttributeValue
+
+#: Where XLA prints the generic attributes, after the opcode-specific ones
+#: (``HloInstruction::PrintExtraAttributes`` then ``PrintWithCanonicalNameMap``).
+GENERIC_ORDER = ("sharding", "frontend_attributes", "control-predecessors", "metadata", "origin", "backend_config")
+
+
+def canonical_order(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+    """Opcode-specific attributes first (as they were), then the generic ones in XLA's order."""
+    specific = {k: v for k, v in attributes.items() if k not in GENERIC_ORDER}
+    generic = {k: attributes[k] for k in GENERIC_ORDER if k in attributes}
+    return specific | generic
+
+
+def _scan_value(text: str, start: int) -> int:
+    """End index of the value at `start`: a quoted string, a ``{…}`` blob or a bare token."""
+    if text[start] == '"':
+        i = start + 1
+        while text[i] != '"':
+            i += 2 if text[i] == "\\" else 1
+        return i + 1
+    if text[start] == "{":
+        depth, i = 0, start
+        while True:
+            ch = text[i]
+            if ch == '"':
+                i = _scan_value(text, i)
+                continue
+            depth += ch == "{"
+            depth -= ch == "}"
+            i += 1
+            if depth == 0:
+                return i
+    i = start
+    while i < len(text) and text[i] not in " ,}":
+        i += 1
+    return i
+
+
+def parse_map(text: str | None) -> dict[str, str]:
+    """``{a="1",b={…}}`` or ``{op_type="x" source_line=3}`` → {key: raw value text}."""
+    if not text:
+        return {}
+    body = text.strip()[1:-1]
+    entries: dict[str, str] = {}
+    i = 0
+    while i < len(body):
+        if body[i] in " ,\n\t":
+            i += 1
+            continue
+        eq = body.index("=", i)
+        key = body[i:eq].strip()
+        end = _scan_value(body, eq + 1)
+        entries[key] = body[eq + 1 : end]
+        i = end
+    return entries
+
+
+def with_frontend_attribute(text: str | None, key: str, quoted_value: str) -> str:
+    """Add ``key=value`` to frontend attributes, keeping every existing entry as it is.
+
+    XLA prints the map sorted by key, comma-separated without spaces.
+    """
+    entries = parse_map(text)
+    entries.setdefault(key, quoted_value)
+    return "{" + ",".join(f"{k}={entries[k]}" for k in sorted(entries)) + "}"
+
+
+def with_op_name_suffix(text: str | None, suffix: str) -> str:
+    """Metadata with `suffix` appended to ``op_name`` (created, after ``op_type``, when missing)."""
+    entries = parse_map(text)
+    name = entries.get("op_name", '""')[1:-1] + suffix.replace("\\", "\\\\").replace('"', '\\"')
+    ordered: dict[str, str] = {}
+    if "op_type" in entries:
+        ordered["op_type"] = entries["op_type"]
+    ordered["op_name"] = f'"{name}"'
+    ordered |= {k: v for k, v in entries.items() if k not in ordered}
+    return "{" + " ".join(f"{k}={v}" for k, v in ordered.items()) + "}"

@@ -1,0 +1,130 @@
+"""What every pass is, and the graph edits the passes share.
+
+A pass mirrors XLA's ``HloModulePass``: it has a name and ``run(module)``
+reports whether it changed anything. `OpExpanderPass` mirrors XLA's class of
+the same name: collect the matching instructions first, then expand each, so a
+rewrite never sees instructions created by an earlier rewrite.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from hloopt.ir.module import Computation, Instruction, InstructionList, Module
+from hloopt.ir.shape import ArrayShape, Shape, TupleShape
+from hloopt.shape_inference import ShapeResolver
+
+
+@dataclass
+class PassResult:
+    """What one run did: instructions rewritten (for reports) and warnings for the user."""
+
+    rewritten: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class HloPass(ABC):
+    """One module-to-module rewrite. `last` holds the counts of the latest run."""
+
+    name: str = ""
+
+    def __init__(self) -> None:
+        self.last = PassResult()
+
+    def run(self, module: Module) -> bool:
+        """Rewrite `module` in place; True when it changed."""
+        self.last = PassResult()
+        self.run_on_module(module, self.last)
+        return self.last.rewritten > 0
+
+    @abstractmethod
+    def run_on_module(self, module: Module, result: PassResult) -> None:
+        """Do the work, counting each rewritten instruction in `result`."""
+
+    @abstractmethod
+    def matches(self, module: Module) -> list[Instruction]:
+        """The instructions this pass would still rewrite (empty once it has run)."""
+
+
+class OpExpanderPass(HloPass):
+    """Find every instruction the pattern matches, then expand them one by one (XLA's OpExpanderPass)."""
+
+    def run_on_module(self, module: Module, result: PassResult) -> None:
+        shapes = ShapeResolver(module)
+        for instruction in self.matches(module, shapes):
+            self.expand(module, instruction, shapes, result)
+            result.rewritten += 1
+
+    def matches(self, module: Module, shapes: ShapeResolver | None = None) -> list[Instruction]:  # type: ignore[override]
+        shapes = shapes or ShapeResolver(module)
+        return [
+            instruction
+            for computation in module.computations
+            for instruction in computation.post_order()
+            if self.instruction_matches(instruction, shapes)
+        ]
+
+    @abstractmethod
+    def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
+        """The gate (XLA's InstructionMatchesPattern)."""
+
+    @abstractmethod
+    def expand(self, module: Module, instruction: Instruction, shapes: ShapeResolver, result: PassResult) -> None:
+        """Replace `instruction` with its expansion (XLA's ExpandInstruction)."""
+
+
+def to_f32(shape: Shape) -> Shape:
+    """``ShapeUtil::ChangeElementType(shape, F32)`` for an array; tuples element by element."""
+    if isinstance(shape, ArrayShape):
+        return shape.with_element_type("f32")
+    if isinstance(shape, TupleShape):
+        return TupleShape(tuple(to_f32(e) for e in shape.elements))
+    raise TypeError(f"cannot change the element type of {shape.to_text()}")
+
+
+def new_instruction(
+    module: Module, opcode: str, shape: Shape, operands: list[Instruction], attributes: dict | None = None
+) -> Instruction:
+    """A fresh instruction named like XLA's NameUniquer would name it (``convert.3``)."""
+    return Instruction(module.unique_name(opcode), opcode, shape, operands, attributes or {})
+
+
+def insert_after(computation: Computation, anchor: Instruction, instructions: list[Instruction]) -> None:
+    """Put `instructions` right after `anchor` in text order (definitions still precede uses)."""
+    index = computation.instructions.index(anchor) + 1
+    for instruction in instructions:
+        instruction.parent = computation
+    computation.instructions[index:index] = instructions
+
+
+#: What ``HloComputation::ReplaceInstruction`` carries over when the replacement has none of its own.
+_INHERITED = ("metadata", "frontend_attributes", "sharding")
+
+
+def replace_like_xla(computation: Computation, old: Instruction, new: Instruction) -> None:
+    """Replace `old` by `new` (already inserted) the way XLA's ReplaceInstruction does.
+
+    The replacement inherits metadata, frontend attributes and sharding when it
+    has none, and takes over `old`'s control predecessors, so a rewrite keeps
+    what profilers, schedulers and partitioners rely on.
+    """
+    for key in _INHERITED:
+        if key in old.attributes and key not in new.attributes:
+            new.attributes[key] = old.attributes[key]
+    predecessors = old.control_predecessors()
+    if predecessors:
+        merged = tuple(dict.fromkeys(new.control_predecessors() + predecessors))
+        new.attributes.pop("control-predecessors", None)
+        new.attributes["control-predecessors"] = InstructionList(merged)
+    computation.replace_all_uses(old, new)
+    computation.remove(old)
+
+
+def known_shape(shapes: ShapeResolver, instruction: Instruction) -> Shape:
+    """The instruction's shape, written or inferred; an error when the source left it unknowable."""
+    from hloopt.errors import HloError
+
+    shape = shapes(instruction)
+    if shape is None:
+        raise HloError(f"cannot infer the shape of %{instruction.name} ({instruction.opcode}); write it out")
+    return shape

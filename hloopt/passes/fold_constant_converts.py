@@ -1,0 +1,90 @@
+"""fold-constant-converts: ``convert(constant)`` becomes one constant.
+
+The dtype passes leave converts of constants behind (an upcast constant that
+is narrowed again at a boundary, an int constant feeding an F32 dot); folding
+them with the cast engine gives exactly what the convert computes, under the
+chosen numerics: "xla" (XLA's convert, so jax results do not move) or
+"neuron" (the device's cast rules).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hloopt.cast_engine import CastError, cast, resolve
+from hloopt.ir.literal import Literal
+from hloopt.ir.module import Instruction, Module
+from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape
+from hloopt.passes.base import OpExpanderPass, PassResult, new_instruction, replace_like_xla
+from hloopt.shape_inference import ShapeResolver
+
+XLA, NEURON = "xla", "neuron"
+
+
+def _profile_for(element_type: str, profile: str) -> str | None:
+    """The cast-engine profile that handles a type: the chosen one, else XLA's (f64, pred, fnuz…)."""
+    for candidate in (profile, XLA):
+        try:
+            resolve(element_type, candidate)
+            return candidate
+        except CastError:
+            continue
+    return None
+
+
+def foldable_types(source: str, target: str, profile: str) -> bool:
+    if source in COMPLEX_TYPES and target in COMPLEX_TYPES:
+        return True
+    return _profile_for(source, profile) is not None and _profile_for(target, profile) is not None
+
+
+def convert_array(value: np.ndarray, source: str, target: str, profile: str) -> np.ndarray:
+    """`value` converted as the convert instruction would under `profile`."""
+    if source in COMPLEX_TYPES:
+        # The engine has no complex types; c64↔c128 is IEEE rounding of each part, as numpy does.
+        from hloopt.ir.literal import numpy_dtype
+
+        return value.astype(numpy_dtype(target))
+    chosen = profile if _profile_for(source, profile) == profile and _profile_for(target, profile) == profile else XLA
+    return cast(np.ascontiguousarray(value), source, target, profile=chosen)
+
+
+class FoldConstantConverts(OpExpanderPass):
+    """Replace each convert of an array constant by the converted constant."""
+
+    name = "fold-constant-converts"
+
+    def __init__(self, profile: str = XLA) -> None:
+        super().__init__()
+        self.profile = profile
+
+    def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
+        if instruction.opcode != "convert" or len(instruction.operands) != 1:
+            return False
+        constant = instruction.operands[0]
+        literal = constant.literal
+        target = instruction.shape
+        if constant.opcode != "constant" or literal is None or literal.is_elided or not isinstance(target, ArrayShape):
+            return False
+        source = literal.shape
+        return isinstance(source, ArrayShape) and foldable_types(source.element_type, target.element_type, self.profile)
+
+    def expand(self, module: Module, convert: Instruction, shapes: ShapeResolver, result: PassResult) -> None:
+        computation = convert.parent
+        assert computation is not None
+        constant = convert.operands[0]
+        literal = constant.literal
+        target = convert.shape
+        assert literal is not None and isinstance(literal.shape, ArrayShape) and isinstance(target, ArrayShape)
+        value = convert_array(literal.value, literal.shape.element_type, target.element_type, self.profile)
+        folded = new_instruction(module, "constant", target, [])
+        folded.literal = Literal.from_value(target, value.reshape(target.dims))
+        computation.insert_before(convert, folded)
+        replace_like_xla(computation, convert, folded)
+        computation.remove_dead_code([constant])
+
+    def run_on_module(self, module: Module, result: PassResult) -> None:
+        """Repeat until nothing matches, so ``convert(convert(constant))`` folds all the way."""
+        before = -1
+        while result.rewritten != before:
+            before = result.rewritten
+            super().run_on_module(module, result)

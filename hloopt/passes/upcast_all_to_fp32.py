@@ -1,0 +1,236 @@
+"""UpcastAllToFP32 (#60): every non-F32 float in the module becomes F32.
+
+The dtype policy is the binary's ``UpcastShapeToFP32`` transcribed by
+PrimitiveType code: F16/F64/BF16, and of the FP8/FP4 block the codes that the
+CSWTCH_446 selector table marks, plus the 0x20/0x21 special case. Integers,
+PRED, S4/U4/S2/U2/S1/U1, complex and token stay. Instructions whose element
+types are part of an outside contract ("fixed" below) keep their types and get
+converts at the boundary instead, so the module stays valid; see
+docs/decisions.md.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hloopt.cast_engine import cast
+from hloopt.ir.literal import Literal
+from hloopt.ir.module import Computation, Instruction, Module, ProgramLayout
+from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape, Shape, TupleShape, leaf_shapes, map_leaves
+from hloopt.passes.base import HloPass, PassResult, insert_after, known_shape, new_instruction
+from hloopt.shape_inference import ShapeResolver
+
+#: PrimitiveType values (xla_data.proto, docs/hlo-text-grammar.md §7.1) of the element types.
+PRIMITIVE_TYPE_CODES: dict[str, int] = {
+    "pred": 1, "s8": 2, "s16": 3, "s32": 4, "s64": 5, "u8": 6, "u16": 7, "u32": 8, "u64": 9,
+    "f16": 10, "f32": 11, "f64": 12, "c64": 15, "bf16": 16, "token": 17, "c128": 18,
+    "f8e5m2": 19, "f8e4m3fn": 20, "s4": 21, "u4": 22, "f8e4m3b11fnuz": 23, "f8e5m2fnuz": 24,
+    "f8e4m3fnuz": 25, "s2": 26, "u2": 27, "f8e4m3": 28, "f8e3m4": 29, "s1": 30, "u1": 31,
+    "f4e2m1fn": 32, "f8e8m0fnu": 33, "f6e3m2fn": 35, "f6e2m3fn": 36,
+}
+#: CSWTCH_446 @ VA 0x410830, indexed by code − 0x13 (the 16th byte is outside the range check).
+CSWTCH_446 = bytes.fromhex("01010000010101000001010000000100")
+F32 = 0x0B
+
+
+def upcasts_to_f32(code: int) -> bool:
+    """The branch structure of ``UpcastShapeToFP32`` @ 0x1f74020, on one PrimitiveType code."""
+    if 0 <= code - 0x0A <= 2 or code == 0x10:
+        return code != F32
+    if 0 <= code - 0x13 <= 0x0E:
+        return bool(CSWTCH_446[code - 0x13]) or 0 <= code - 0x20 <= 1
+    return False
+
+
+#: Element types the pass turns into F32 (f6e3m2fn/f6e2m3fn, codes 35/36, fall outside the dispatch).
+UPCAST_TYPES: frozenset[str] = frozenset(name for name, code in PRIMITIVE_TYPE_CODES.items() if upcasts_to_f32(code))
+
+#: Opcodes whose element types are an outside contract: kept, with converts around them.
+BOUNDARY_OPCODES = frozenset(
+    {"custom-call", "bitcast-convert", "stochastic-convert", "infeed", "outfeed", "send", "recv",
+     "fft", "complex", "real", "imag"}
+)
+#: Opcodes whose result is a piece of their first operand's: fixed when that operand is.
+_STRUCTURAL = frozenset({"get-tuple-element", "send-done", "recv-done"})
+#: Opcodes that accept any element type in, so never need a convert in front.
+_ANY_INPUT = frozenset({"convert"})
+#: Sub-byte element size ``E(n)`` in a layout belongs to the old type.
+_ELEMENT_SIZE = re.compile(r"E\(\d+\)")
+
+
+def _upcast_leaf(shape: ArrayShape) -> ArrayShape:
+    if shape.element_type not in UPCAST_TYPES:
+        return shape
+    layout = shape.layout
+    if layout is not None and "E(" in layout.tail:
+        layout = type(layout)(layout.minor_to_major, _ELEMENT_SIZE.sub("", layout.tail))
+    return ArrayShape("f32", shape.dims, shape.dynamic, layout)
+
+
+def upcast_shape(shape: Shape) -> Shape:
+    """``UpcastShapeToFP32``: each upcast leaf to F32, tuples element by element."""
+    return map_leaves(shape, _upcast_leaf)
+
+
+def has_upcast_type(shape: Shape | None) -> bool:
+    return shape is not None and any(leaf.element_type in UPCAST_TYPES for leaf in leaf_shapes(shape))
+
+
+def is_boundary(instruction: Instruction, shapes: ShapeResolver) -> bool:
+    if instruction.opcode in BOUNDARY_OPCODES:
+        return True
+    # abs of a complex number is real: |c128| is f64 and must stay so.
+    return instruction.opcode == "abs" and any(
+        isinstance(s := shapes(o), ArrayShape) and s.element_type in COMPLEX_TYPES for o in instruction.operands
+    )
+
+
+@dataclass
+class _Plan:
+    """What one computation needs: retyped instructions and converts at fixed boundaries."""
+
+    retype: list[Instruction] = field(default_factory=list)
+    narrow: list[tuple[Instruction, Instruction]] = field(default_factory=list)  # (fixed user, operand)
+    widen: list[tuple[Instruction | None, Instruction]] = field(default_factory=list)  # (user or None=root, fixed)
+
+    def instructions(self) -> list[Instruction]:
+        return self.retype + [user for user, _ in self.narrow] + [fixed for _, fixed in self.widen]
+
+
+def fixed_instructions(computation: Computation, shapes: ShapeResolver) -> set[Instruction]:
+    """Boundary ops, pieces of them, and converts/tuples that only feed them."""
+    order = computation.post_order()
+    fixed: set[Instruction] = set()
+    for instruction in order:
+        if is_boundary(instruction, shapes) or (
+            instruction.opcode in _STRUCTURAL and instruction.operands and instruction.operands[0] in fixed
+        ):
+            fixed.add(instruction)
+    for instruction in reversed(order):
+        if (
+            instruction.opcode in ("convert", "tuple")
+            and instruction is not computation.root
+            and instruction.users
+            and all(user in fixed for user in instruction.users)
+        ):
+            fixed.add(instruction)
+    return fixed
+
+
+def plan_computation(computation: Computation, shapes: ShapeResolver) -> _Plan:
+    plan = _Plan()
+    fixed = fixed_instructions(computation, shapes)
+    for instruction in computation.instructions:
+        if instruction in fixed:
+            if instruction.opcode in _ANY_INPUT:
+                continue
+            for operand in dict.fromkeys(instruction.operands):
+                if operand not in fixed and has_upcast_type(shapes(operand)):
+                    plan.narrow.append((instruction, operand))
+            continue
+        if has_upcast_type(instruction.shape) or (instruction.literal is not None and has_upcast_type(instruction.literal.shape)):
+            plan.retype.append(instruction)
+        if instruction.opcode in _ANY_INPUT:
+            continue
+        for operand in dict.fromkeys(instruction.operands):
+            if operand in fixed and has_upcast_type(shapes(operand)):
+                plan.widen.append((instruction, operand))
+    root = computation.root
+    if root is not None and root in fixed and has_upcast_type(shapes(root)):
+        plan.widen.append((None, root))
+    return plan
+
+
+class UpcastAllToFP32(HloPass):
+    """Every F16/BF16/F64/FP8/FP4 value and constant → F32, in every computation; the entry layout follows."""
+
+    name = "upcast-all-to-fp32"
+
+    def matches(self, module: Module) -> list[Instruction]:
+        shapes = ShapeResolver(module)
+        found = [i for c in module.computations for i in plan_computation(c, shapes).instructions()]
+        return found
+
+    def run_on_module(self, module: Module, result: PassResult) -> None:
+        shapes = ShapeResolver(module)
+        plans = [(c, plan_computation(c, shapes)) for c in module.computations]
+        # Shapes as they were, for every operand a boundary convert must restore.
+        original = {operand: known_shape(shapes, operand) for _, plan in plans for _, operand in plan.narrow}
+        original |= {f: known_shape(shapes, f) for _, plan in plans for _, f in plan.widen}
+        for computation, plan in plans:
+            for instruction in plan.retype:
+                _retype(instruction)
+            _narrow(module, computation, plan, original)
+            _widen(module, computation, plan, original)
+            result.rewritten += len(set(plan.instructions()))
+        layout = module.entry_layout
+        if layout is not None:
+            upcast = ProgramLayout(tuple(upcast_shape(p) for p in layout.parameters), upcast_shape(layout.result))
+            if upcast != layout:
+                module.entry_layout = upcast
+                result.rewritten += result.rewritten == 0
+
+
+def _retype(instruction: Instruction) -> None:
+    """F32 result shape in place; a constant gets its literal rebuilt by the cast engine (XLA convert rules)."""
+    literal = instruction.literal
+    if literal is not None:
+        new_shape = upcast_shape(literal.shape)
+        if literal.is_elided:
+            instruction.literal = Literal(new_shape, text=literal.text)
+        else:
+            instruction.literal = Literal.from_value(new_shape, _upcast_value(literal.value, literal.shape))
+    if instruction.shape is not None:
+        instruction.shape = upcast_shape(instruction.shape)
+
+
+def _upcast_value(value: object, shape: Shape) -> object:
+    if isinstance(shape, TupleShape):
+        assert isinstance(value, tuple)
+        return tuple(_upcast_value(v, s) for v, s in zip(value, shape.elements))
+    assert isinstance(value, np.ndarray) and isinstance(shape, ArrayShape)
+    if shape.element_type not in UPCAST_TYPES:
+        return value
+    return cast(np.ascontiguousarray(value), shape.element_type, "f32", profile="xla")
+
+
+def _convert_chain(module: Module, value: Instruction, source: Shape, target: Shape) -> list[Instruction]:
+    """Instructions turning `value` (of shape `source`) into `target`; the last one is the result."""
+    if isinstance(source, TupleShape) and isinstance(target, TupleShape):
+        created: list[Instruction] = []
+        parts: list[Instruction] = []
+        for index, (s, t) in enumerate(zip(source.elements, target.elements)):
+            gte = new_instruction(module, "get-tuple-element", s, [value], {"index": str(index)})
+            created.append(gte)
+            chain = _convert_chain(module, gte, s, t) if s != t else []
+            created += chain
+            parts.append(chain[-1] if chain else gte)
+        return created + [new_instruction(module, "tuple", target, parts)]
+    return [new_instruction(module, "convert", target, [value])]
+
+
+def _narrow(module: Module, computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> None:
+    """Before each fixed instruction, convert F32 operands back to the types it was written with."""
+    made: dict[Instruction, Instruction] = {}
+    for user, operand in plan.narrow:
+        if operand not in made:
+            chain = _convert_chain(module, operand, upcast_shape(original[operand]), original[operand])
+            computation.insert_all_before(user, chain)
+            made[operand] = chain[-1]
+        user.replace_operand(operand, made[operand])
+
+
+def _widen(module: Module, computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> None:
+    """After each fixed instruction, convert its result up to F32 for the upcast instructions using it."""
+    made: dict[Instruction, Instruction] = {}
+    for user, fixed in plan.widen:
+        if fixed not in made:
+            chain = _convert_chain(module, fixed, original[fixed], upcast_shape(original[fixed]))
+            insert_after(computation, fixed, chain)
+            made[fixed] = chain[-1]
+        if user is None:
+            computation.root = made[fixed]
+        else:
+            user.replace_operand(fixed, made[fixed])

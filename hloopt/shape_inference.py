@@ -1,0 +1,140 @@
+"""Shapes the source text left out (``x = add(a, b)``), inferred from operands.
+
+XLA's parser infers the shape of such instructions with ShapeInference; hloopt
+keeps them unshaped (so they print back as written) and infers on demand here,
+for the verifier and for passes that must build new instructions around them.
+Only opcodes whose result follows from operands and attributes are covered;
+for anything else the answer is None ("unknown").
+"""
+from __future__ import annotations
+
+import re
+
+from hloopt.ir.module import Computation, Instruction, Module
+from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape, Shape, TupleShape
+
+#: Result has the operand's shape and element type.
+UNARY_SAME = frozenset(
+    """abs negate exponential exponential-minus-one log log-plus-one sqrt rsqrt cbrt tanh logistic
+    sign floor ceil round-nearest-even round-nearest-afz cosine sine tan not copy erf popcnt
+    count-leading-zeros reduce-precision""".split()
+)
+#: Result has the first operand's shape and element type.
+BINARY_SAME = frozenset(
+    """add subtract multiply divide maximum minimum power remainder and or xor atan2
+    shift-left shift-right-arithmetic shift-right-logical""".split()
+)
+ELEMENTWISE = UNARY_SAME | BINARY_SAME | {"compare", "select", "clamp", "is-finite", "real", "imag", "complex"}
+
+_INTS = re.compile(r"-?\d+")
+
+
+def int_list(value: object) -> tuple[int, ...]:
+    """``{0,1}`` → (0, 1); a missing attribute is ()."""
+    return tuple(int(x) for x in _INTS.findall(value)) if isinstance(value, str) else ()
+
+
+def _complex_part(shape: ArrayShape) -> ArrayShape:
+    part = {"c64": "f32", "c128": "f64"}.get(shape.element_type, shape.element_type)
+    return shape.with_element_type(part)
+
+
+def dot_shape(lhs: ArrayShape, rhs: ArrayShape, attributes: dict, element_type: str) -> ArrayShape | None:
+    """Batch dims, then lhs free dims, then rhs free dims (XLA's InferDotOpShape)."""
+    lb, rb = int_list(attributes.get("lhs_batch_dims")), int_list(attributes.get("rhs_batch_dims"))
+    lc, rc = int_list(attributes.get("lhs_contracting_dims")), int_list(attributes.get("rhs_contracting_dims"))
+    if any(d >= lhs.rank for d in lb + lc) or any(d >= rhs.rank for d in rb + rc):
+        return None
+    dims = [lhs.dims[d] for d in lb]
+    dims += [d for i, d in enumerate(lhs.dims) if i not in lb and i not in lc]
+    dims += [d for i, d in enumerate(rhs.dims) if i not in rb and i not in rc]
+    return ArrayShape(element_type, tuple(dims), (False,) * len(dims))
+
+
+def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | None:
+    """The shape XLA would give `instruction` from its operands' shapes, or None when unknown."""
+    op = instruction.opcode
+    if op == "tuple":
+        return None if any(s is None for s in operands) else TupleShape(tuple(operands))  # type: ignore[arg-type]
+    if op == "get-tuple-element":
+        source = operands[0] if operands else None
+        index = int_list(instruction.attributes.get("index"))
+        if isinstance(source, TupleShape) and index and index[0] < len(source.elements):
+            return source.elements[index[0]]
+        return None
+    if op in ("call", "fusion", "while", "conditional", "async-start"):
+        return None
+    arrays = [s for s in operands if isinstance(s, ArrayShape)]
+    if len(arrays) != len(operands) or not arrays:
+        return None
+    first = arrays[0]
+    if op in UNARY_SAME or op in BINARY_SAME:
+        return first
+    if op in ("compare", "is-finite"):
+        return first.with_element_type("pred")
+    if op == "select" and len(arrays) == 3:
+        return arrays[1]
+    if op == "clamp" and len(arrays) == 3:
+        return arrays[1]
+    if op in ("real", "imag"):
+        return _complex_part(first)
+    if op == "complex":
+        return first.with_element_type("c128" if first.element_type == "f64" else "c64")
+    if op == "dot" and len(arrays) == 2:
+        return dot_shape(arrays[0], arrays[1], instruction.attributes, first.element_type)
+    if op == "transpose":
+        perm = int_list(instruction.attributes.get("dimensions"))
+        if sorted(perm) != list(range(first.rank)):
+            return None
+        return ArrayShape(first.element_type, tuple(first.dims[p] for p in perm), tuple(first.dynamic[p] for p in perm))
+    if op == "batch-norm-training" and len(arrays) == 3:
+        return TupleShape((first, arrays[1], arrays[1]))
+    if op in ("batch-norm-inference", "batch-norm-grad") and arrays:
+        return first if op == "batch-norm-inference" else TupleShape((first, arrays[1], arrays[1]))
+    return None
+
+
+#: The attribute naming the computation whose root gives the result shape.
+_CALLEE = {"call": "to_apply", "fusion": "calls", "while": "body"}
+
+
+def is_complex(shape: Shape) -> bool:
+    return isinstance(shape, ArrayShape) and shape.element_type in COMPLEX_TYPES
+
+
+class ShapeResolver:
+    """Every instruction's shape: the written one, or an inferred one (cached), or None."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self._inferred: dict[Instruction, Shape | None] = {}
+
+    def __call__(self, instruction: Instruction) -> Shape | None:
+        if instruction.shape is not None:
+            return instruction.shape
+        if instruction in self._inferred:
+            return self._inferred[instruction]
+        # Iterative: an unshaped chain (a = add(b, c), b = add(…)…) can be arbitrarily long.
+        stack = [instruction]
+        while stack:
+            current = stack[-1]
+            pending = [o for o in current.operands if o.shape is None and o not in self._inferred]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if current not in self._inferred:
+                self._inferred[current] = self._infer_one(current)
+        return self._inferred[instruction]
+
+    def _infer_one(self, instruction: Instruction) -> Shape | None:
+        operand_shapes = [o.shape if o.shape is not None else self._inferred.get(o) for o in instruction.operands]
+        callee = instruction.attributes.get(_CALLEE.get(instruction.opcode, ""))
+        if isinstance(callee, Computation):
+            root = callee.root
+            return None if root is None else (root.shape or self._inferred.get(root))
+        return infer(instruction, operand_shapes)
+
+    def forget(self) -> None:
+        """Drop cached inferences after a pass changed operand types."""
+        self._inferred.clear()
