@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -30,6 +31,7 @@ from hloopt.ir.module import (
     Module,
     ProgramLayout,
 )
+from hloopt.validation import InvalidHlo, compatible, validate
 from hloopt.ir.shape import (
     PRIMITIVE_TYPES,
     UNBOUNDED,
@@ -118,8 +120,8 @@ class _Builder(Transformer):  # type: ignore[type-arg]
     def param(self, children: list[Token]) -> None:
         return None
 
-    def signature(self, children: list[Any]) -> str:
-        return "signature"
+    def signature(self, children: list[Any]) -> _Signature:
+        return _Signature(children[-1])
 
     def instruction(self, children: list[Any]) -> Instruction:
         return self._parse.instruction(children)
@@ -170,6 +172,13 @@ def _lark_for(parse: _Parse) -> Lark:
     return _POOL.lark
 
 
+@dataclass(frozen=True)
+class _Signature:
+    """A computation's ``(params) -> result``; XLA checks only the result against the root."""
+
+    result: Token
+
+
 class _ParseHolder:
     current: _Parse | None = None
 
@@ -188,6 +197,8 @@ class _Parse:
         self._callee_refs: list[tuple[Instruction, list[tuple[str, Token]]]] = []
         self._roots: set[Instruction] = set()
         self._positions: dict[Instruction, int] = {}
+        self._computation_positions: dict[Computation, int] = {}
+        self._attribute_positions: dict[tuple[Instruction | None, str], int] = {}
         self._anon_counts: dict[str, int] = {}
 
     # -- errors ---------------------------------------------------------------
@@ -331,6 +342,7 @@ class _Parse:
                     continue  # XLA's printer repeats `statistics=` on async ops; same value, same meaning
                 raise self.error(token.start_pos, f"attribute {key} already exists")
             raw[key] = value
+            self._attribute_positions[(instruction, key)] = token.start_pos
             if key in INSTRUCTION_LIST_ATTRIBUTES:
                 self._pending[instruction] = (self._pending[instruction][0], token)
                 attributes[key] = InstructionList(())  # resolved when the computation closes
@@ -385,8 +397,20 @@ class _Parse:
         for token in items[index + 1 :]:
             if isinstance(token, Token) and token.type == "ATTR":
                 key, _, value = str(token).partition("=")
-                computation.attributes[key] = value.rstrip()
-        return self._finish_computation(computation, instructions, name_token.start_pos)
+                computation.attributes[key] = value.strip()
+        self._computation_positions[computation] = name_token.start_pos
+        self._finish_computation(computation, instructions, name_token.start_pos)
+        signature = next((i for i in items if isinstance(i, _Signature)), None)
+        root = computation.root
+        if signature is not None and root is not None and root.shape is not None:
+            declared = self.shape(signature.result)
+            if not compatible(declared, root.shape):
+                raise self.error(
+                    signature.result.start_pos,
+                    f"Shape of computation {name}, {declared.to_text(False)}, is not compatible "
+                    f"with that of its root instruction {root.name}, {root.shape.to_text(False)}",
+                )
+        return computation
 
     def _finish_computation(self, computation: Computation, instructions: list[Instruction], offset: int) -> Computation:
         scope: dict[str, Instruction] = {}
@@ -411,13 +435,24 @@ class _Parse:
                 self._place(item, computation, scope, offset)
                 instruction.append_operand(item)
                 continue
-            operand_name = _TRAILING_NAME.search(item).group(1)  # type: ignore[union-attr]
+            match = _TRAILING_NAME.search(item)
+            assert match is not None
+            operand_name = match.group(1)
             operand = scope.get(operand_name)
             if operand is None:
                 raise self.error(
                     item.end_pos - len(operand_name),
                     f"instruction {operand_name} does not exist (operands must be defined earlier in the computation)",
                 )
+            declared_text = item[: match.start()].strip()
+            if declared_text and operand.shape is not None:
+                declared = self.shape(declared_text, item.start_pos)
+                if not compatible(declared, operand.shape):
+                    raise self.error(
+                        item.start_pos,
+                        f"The declared operand shape {declared.to_text()} is not compatible with the shape "
+                        f"of the operand instruction {operand.shape.to_text()}.",
+                    )
             instruction.append_operand(operand)
         if instruction.opcode == "recv-done" and instruction.operands:
             # Like XLA's parser: recv-done yields (the recv's data, token[]), whatever the text says.
@@ -458,6 +493,7 @@ class _Parse:
             module = Module(header[1].rstrip(":").lstrip("%"))
             for token in header[2]:
                 key, _, value = str(token).partition("=")
+                self._attribute_positions[(None, key)] = token.start_pos
                 if key in module.attributes or (key == "entry_computation_layout" and module.entry_layout):
                     raise self.error(token.start_pos, f"module attribute {key} already exists")
                 if key == "entry_computation_layout":
@@ -469,7 +505,20 @@ class _Parse:
         module.stack_frames = stack_frames
         for computation in self.ordered:
             module.add_computation(computation)
+        try:
+            validate(module, lambda text: self.shape(text, 0))
+        except InvalidHlo as issue:
+            raise self.error(self._issue_offset(issue), issue.message) from None
         return module
+
+    def _issue_offset(self, issue: InvalidHlo) -> int:
+        """Where to point for a semantic error: the attribute, else the instruction or computation."""
+        position = self._attribute_positions.get((issue.instruction, issue.attribute or ""))
+        if position is None and issue.instruction is not None:
+            position = self._positions.get(issue.instruction)
+        if position is None and issue.computation is not None:
+            position = self._computation_positions.get(issue.computation)
+        return position if position is not None else 0
 
     def _program_layout(self, value: str, offset: int) -> ProgramLayout:
         inner = value.strip()

@@ -100,7 +100,8 @@ class Literal:
 # decoding
 
 
-def _strip(text: str) -> str:
+def strip_comments(text: str) -> str:
+    """Literal text without its ``/*iK=V*/`` annotations."""
     return _COMMENT.sub(" ", text) if "/*" in text else text
 
 
@@ -126,7 +127,7 @@ def _split_tuple(text: str) -> list[tuple[str, int]]:
 
 
 def _check_count(text: str, shape: Shape) -> None:
-    body = _strip(text)
+    body = strip_comments(text)
     if isinstance(shape, TupleShape):
         stripped = body.strip()
         if stripped.startswith("{") and "..." in stripped:
@@ -180,7 +181,7 @@ def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
 
 
 def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
-    body = _strip(text)
+    body = strip_comments(text)
     element_type = shape.element_type
     dtype = numpy_dtype(element_type)
     if "..." in body:
@@ -196,8 +197,10 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
         elif element_type in FLOAT_TYPES:
             flat = _decode_floats(tokens, element_type)
         else:
-            wide = np.uint64 if element_type == "u64" else np.int64
-            flat = np.array(tokens, dtype=wide).astype(dtype)
+            if element_type == "u64":
+                flat = np.array([int(t) % (1 << 64) for t in tokens], dtype=np.uint64)
+            else:
+                flat = np.array(tokens, dtype=np.int64).astype(dtype)
     if flat.size == 1 and shape.element_count != 1:
         padded = np.zeros(shape.element_count, dtype=dtype)
         padded[:1] = flat
@@ -210,7 +213,7 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
 def decode_literal(text: str, shape: Shape) -> LiteralValue:
     """Decode literal text to a numpy array (a tuple of them for tuple shapes)."""
     if isinstance(shape, TupleShape):
-        parts = _split_tuple(_strip(text))
+        parts = _split_tuple(strip_comments(text))
         return tuple(decode_literal(part, element) for (part, _), element in zip(parts, shape.elements))
     return _decode_array(text, shape)
 

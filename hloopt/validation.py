@@ -1,0 +1,709 @@
+"""The semantic checks XLA's HLO parser makes after the grammar has matched.
+
+Text that fits the grammar can still be refused by XLA: an unknown opcode, an
+attribute the opcode does not take, a literal out of its type's range, an
+async chain that does not line up, … hloopt refuses the same texts, so a user
+learns at parse time, with a location, what XLA would reject later. The checks
+work on the IR only; the parser turns an `InvalidHlo` into a located error.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hloopt.ir.literal import numpy_dtype, strip_comments
+from hloopt.ir.module import Computation, ComputationList, Instruction, Module
+from hloopt.ir.shape import (
+    COMPLEX_TYPES,
+    FLOAT_TYPES,
+    INT_TYPES,
+    UNBOUNDED,
+    ArrayShape,
+    BufferShape,
+    Shape,
+    TupleShape,
+    leaf_shapes,
+)
+
+
+@dataclass(frozen=True)
+class InvalidHlo(Exception):
+    """A semantic error, tied to an instruction (and attribute) or a computation, or the module header."""
+
+    message: str
+    instruction: Instruction | None = None
+    attribute: str | None = None
+    computation: Computation | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+OPCODES: frozenset[str] = frozenset(
+    """abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
+    all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
+    async-update atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
+    bitcast-convert broadcast call cbrt ceil cholesky clamp count-leading-zeros
+    collective-broadcast collective-permute collective-permute-done collective-permute-start
+    compare complex concatenate conditional constant convert convolution copy copy-done
+    copy-start cosine cosh custom-call divide domain dot dynamic-reshape dynamic-slice
+    dynamic-update-slice erf exponential exponential-minus-one fft floor fusion gather
+    get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic
+    map maximum minimum mulhi multiply negate not opt-barrier or outfeed pad parameter
+    partition-id popcnt power ragged-all-to-all ragged-dot real recv recv-done reduce
+    reduce-precision reduce-scatter reduce-window remainder replica-id reshape reverse rng
+    rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt
+    scaled-dot scan scatter select select-and-scatter send send-done set-dimension-size
+    shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sort sqrt
+    stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor""".split()
+)
+#: Opcodes with native start/done pairs: no `<op>-start` sugar for these.
+_NATIVE_ASYNC = frozenset({"all-gather", "all-reduce", "collective-permute", "copy", "recv", "send"})
+_ASYNC_SUFFIXES = ("-start", "-update", "-done")
+
+_GENERIC = frozenset(
+    """sharding frontend_attributes statistics parameter_replication control-predecessors
+    origin metadata backend_config""".split()
+)
+_DOT_DIMS = "lhs_batch_dims lhs_contracting_dims rhs_batch_dims rhs_contracting_dims operand_precision"
+_COLLECTIVE = "replica_groups channel_id constrain_layout use_global_device_ids"
+_ACCURACY_OPS = """acos acosh asin asinh atanh cbrt cosine cosh erf exponential exponential-minus-one
+    log log-plus-one logistic rsqrt sine sinh sqrt tan tanh""".split()
+
+_SPECIFIC: dict[str, str] = {
+    **{op: "result_accuracy" for op in _ACCURACY_OPS},
+    "compare": "direction type",
+    "iota": "iota_dimension",
+    "topk": "k largest",
+    "all-gather": f"dimensions {_COLLECTIVE}",
+    "all-gather-start": f"dimensions {_COLLECTIVE}",
+    "all-reduce": f"to_apply mode {_COLLECTIVE}",
+    "all-reduce-start": f"to_apply mode {_COLLECTIVE}",
+    "reduce-scatter": f"to_apply dimensions mode {_COLLECTIVE}",
+    "all-to-all": "replica_groups channel_id dimensions constrain_layout",
+    "ragged-all-to-all": "replica_groups channel_id dimensions",
+    "collective-broadcast": "replica_groups channel_id",
+    "collective-permute": "source_target_pairs channel_id slice_sizes",
+    "collective-permute-start": "source_target_pairs channel_id slice_sizes",
+    "copy-start": "cross_program_prefetch_index output_to_operand_aliasing",
+    "reshape": "inferred_dimension",
+    "sort": "dimensions to_apply is_stable",
+    "get-tuple-element": "index",
+    "while": "condition body",
+    "call": "to_apply is_composite",
+    "conditional": "true_computation false_computation branch_computations",
+    "map": "to_apply dimensions",
+    "reduce": "dimensions to_apply",
+    "reduce-window": "window to_apply",
+    "select-and-scatter": "select scatter window",
+    "scan": "to_apply dimensions num_carries is_reverse is_associative",
+    "reverse": "dimensions",
+    "transpose": "dimensions",
+    "broadcast": "dimensions",
+    "concatenate": "dimensions",
+    "slice": "slice",
+    "dynamic-slice": "dynamic_slice_sizes",
+    "pad": "padding",
+    "batch-norm-training": "epsilon feature_index",
+    "batch-norm-inference": "epsilon feature_index",
+    "batch-norm-grad": "epsilon feature_index",
+    "fft": "fft_type fft_length",
+    "triangular-solve": "left_side lower unit_diagonal transpose_a",
+    "cholesky": "lower",
+    "reduce-precision": "exponent_bits mantissa_bits",
+    "rng": "distribution",
+    "rng-get-and-update-state": "delta",
+    "rng-bit-generator": "algorithm",
+    "infeed": "infeed_config",
+    "outfeed": "outfeed_shape outfeed_config",
+    "send": "channel_id is_host_transfer",
+    "send-done": "channel_id is_host_transfer",
+    "recv": "channel_id is_host_transfer",
+    "recv-done": "channel_id is_host_transfer",
+    "fusion": "kind calls output_to_operand_aliasing",
+    "custom-call": """custom_call_target window dim_labels feature_group_count batch_group_count
+        operand_layout_constraints custom_call_has_side_effect to_apply called_computations
+        output_to_operand_aliasing padding_type literal operand_precision schedule api_version""",
+    "convolution": "dim_labels window feature_group_count batch_group_count convolution_kind operand_precision sparsity_config",
+    "dot": f"{_DOT_DIMS} algorithm sparsity",
+    "ragged-dot": f"{_DOT_DIMS} lhs_ragged_dims rhs_group_dims",
+    "scaled-dot": f"{_DOT_DIMS} algorithm",
+    "gather": """offset_dims collapsed_slice_dims start_index_map operand_batching_dims
+        start_indices_batching_dims index_vector_dim slice_sizes indices_are_sorted""",
+    "scatter": """update_window_dims inserted_window_dims scatter_dims_to_operand_dims input_batching_dims
+        scatter_indices_batching_dims index_vector_dim to_apply indices_are_sorted unique_indices""",
+    "domain": "domain",
+    "get-dimension-size": "dimensions",
+    "set-dimension-size": "dimensions",
+    "async-start": "calls async_execution_thread output_to_operand_aliasing",
+    "async-update": "calls async_execution_thread",
+    "async-done": "calls async_execution_thread",
+}
+
+MODULE_ATTRIBUTES: frozenset[str] = frozenset(
+    """is_scheduled replica_count num_partitions input_output_alias buffer_donor
+    alias_passthrough_params entry_computation_layout frontend_attributes
+    allow_spmd_sharding_propagation_to_parameters allow_spmd_sharding_propagation_to_output
+    origin_recovery_table""".split()
+)
+
+_API_VERSIONS = {"API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"}
+_DIRECTIONS = {"EQ", "NE", "GE", "GT", "LE", "LT"}
+_INT = re.compile(r"-?\d+")
+_PADDING = re.compile(r"-?\d+_-?\d+(_\d+)?(x-?\d+_-?\d+(_\d+)?)*")
+_SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
+_ALIAS_ENTRY = re.compile(
+    rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
+)
+_DONOR_ENTRY = re.compile(rf"\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*\)\s*")
+
+
+def base_opcode(opcode: str) -> tuple[str, str | None]:
+    """Split async sugar: ``custom-call-start`` → (``custom-call``, ``-start``)."""
+    if opcode in OPCODES:
+        return opcode, None
+    for suffix in _ASYNC_SUFFIXES:
+        if opcode.endswith(suffix):
+            base = opcode[: -len(suffix)]
+            if base in OPCODES and base not in _NATIVE_ASYNC and not base.startswith("async-"):
+                return base, suffix
+    raise KeyError(opcode)
+
+
+@lru_cache(maxsize=None)
+def allowed_attributes(opcode: str) -> frozenset[str]:
+    base, suffix = base_opcode(opcode)
+    names = set(_GENERIC) | set(_SPECIFIC.get(base, "").split())
+    if suffix is not None:
+        names |= {"async_execution_thread", "output_to_operand_aliasing"}
+        if suffix != "-start":
+            names = set(_GENERIC) | {"async_execution_thread"}
+    return frozenset(names)
+
+
+ShapeParser = Callable[[str], Shape]
+
+
+def validate(module: Module, parse_shape: ShapeParser) -> None:
+    """Raise InvalidHlo for the first thing XLA's parser would refuse.
+
+    `parse_shape` reads the shapes inside attribute values (operand layout constraints).
+    """
+    for key in module.attributes:
+        if key not in MODULE_ATTRIBUTES:
+            allowed = ", ".join(sorted(MODULE_ATTRIBUTES))
+            raise InvalidHlo(f'unexpected module attribute "{key}". Allowed attributes: {allowed}', attribute=key)
+    for key in ("input_output_alias", "buffer_donor"):
+        if key in module.attributes:
+            _check_alias_list(module.attributes[key], key)
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            _check_instruction(instruction, parse_shape)
+
+
+def _fail(instruction: Instruction, message: str, attribute: str | None = None) -> InvalidHlo:
+    return InvalidHlo(message, instruction=instruction, attribute=attribute)
+
+
+def _check_alias_list(value: str, key: str) -> None:
+    body = value.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise InvalidHlo(f"expects {{...}} for {key}", attribute=key)
+    entry = _ALIAS_ENTRY if key == "input_output_alias" else _DONOR_ENTRY
+    inner = body[1:-1].strip()
+    if not inner:
+        return
+    for part in _split_top(inner):
+        if not entry.fullmatch(part):
+            raise InvalidHlo(f"malformed {key} entry {part.strip()!r}", attribute=key)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at commas outside brackets."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in "{([":
+            depth += 1
+        elif ch in "})]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> None:
+    opcode = instruction.opcode
+    try:
+        base, suffix = base_opcode(opcode)
+    except KeyError:
+        raise _fail(instruction, f"unknown opcode {opcode}") from None
+    allowed = allowed_attributes(opcode)
+    for key in instruction.attributes:
+        if key not in allowed:
+            names = ", ".join(sorted(allowed))
+            raise _fail(instruction, f'unexpected attribute "{key}". Allowed attributes: {names}', key)
+    _check_shape(instruction, instruction.shape)
+    if suffix in (None, "-start"):
+        for check in _CHECKS.get(base, ()):
+            check(instruction)
+        if base == "custom-call":
+            _check_custom_call(instruction, parse_shape)
+    _check_sharding(instruction)
+    _check_iota_replica_groups(instruction)
+    if base.startswith("async-") or suffix is not None:
+        _check_async(instruction, base, suffix)
+    if "result_accuracy" in instruction.attributes:
+        _check_result_accuracy(instruction)
+    if instruction.literal is not None:
+        _check_literal(instruction)
+
+
+def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
+    if shape is None:
+        return
+    for leaf in leaf_shapes(shape):
+        tail = leaf.layout.tail if leaf.layout is not None else ""
+        if "P(" in tail:
+            raise _fail(instruction, f"Layout has physical shape, but is not for a sparse array: {leaf.layout.to_text()}")  # type: ignore[union-attr]
+        dim_levels = re.match(r"D\(([^)]*)\)", tail)
+        if dim_levels:
+            for item in dim_levels.group(1).split(","):
+                if item.strip().rstrip("+~") not in ("D", "C", "S", "H"):
+                    raise _fail(instruction, "expected a DimLevelType abbreviation (D, C, or S)")
+
+
+def _dims(value: Any) -> list[int]:
+    return [int(v) for v in _INT.findall(str(value))]
+
+
+def _array(shape: Shape | None) -> ArrayShape | None:
+    return shape if isinstance(shape, ArrayShape) else None
+
+
+def compatible(a: Shape, b: Shape) -> bool:
+    """XLA's ShapeUtil::Compatible: same structure, types and dimensions; layouts ignored."""
+    if isinstance(a, TupleShape) or isinstance(b, TupleShape):
+        return (
+            isinstance(a, TupleShape)
+            and isinstance(b, TupleShape)
+            and len(a.elements) == len(b.elements)
+            and all(compatible(x, y) for x, y in zip(a.elements, b.elements))
+        )
+    if isinstance(a, BufferShape) or isinstance(b, BufferShape):
+        return isinstance(a, BufferShape) and isinstance(b, BufferShape) and compatible(a.shape, b.shape)
+    return a.element_type == b.element_type and a.dims == b.dims
+
+
+def _require_operands(instruction: Instruction, minimum: int) -> None:
+    if len(instruction.operands) < minimum:
+        raise _fail(instruction, f"{instruction.opcode} expects at least {minimum} operand(s), got {len(instruction.operands)}")
+
+
+def _check_one_dimension(instruction: Instruction) -> None:
+    value = instruction.attributes.get("dimensions")
+    if value is not None and not _dims(value):
+        raise _fail(instruction, f"{instruction.opcode} expects exactly one entry in dimensions={{}}", "dimensions")
+
+
+def _check_collective(instruction: Instruction) -> None:
+    if instruction.attributes.get("use_global_device_ids") == "true" and "channel_id" not in instruction.attributes:
+        raise _fail(instruction, "Cannot have use_global_device_ids=true without channel_id", "use_global_device_ids")
+    groups = instruction.attributes.get("replica_groups")
+    if isinstance(groups, str) and groups.startswith("mesh"):
+        _check_mesh_groups(instruction, groups)
+    if instruction.opcode.startswith(("all-gather", "reduce-scatter")):
+        _check_one_dimension(instruction)
+
+
+def _check_mesh_groups(instruction: Instruction, value: str) -> None:
+    match = re.fullmatch(r"mesh\[(.*?)\]\s*\{(.*)\}", value, re.S)
+    if match is None:
+        raise _fail(instruction, "malformed mesh replica groups", "replica_groups")
+    mesh, selected = match.groups()
+    if "device_ids" in mesh:
+        raise _fail(instruction, "expects string: device_ids in a mesh are not supported here", "replica_groups")
+    axes = re.findall(r"'([^']*)'\s*=\s*(\d+)", mesh)
+    names = [name for name, _ in axes]
+    for item in re.findall(r"'([^']*)'|(\d+)", selected):
+        name, index = item
+        if name and name not in names:
+            raise _fail(instruction, f"'{name}' is not a valid axis name or index", "replica_groups")
+        if index and int(index) >= len(names):
+            raise _fail(instruction, f"axis index {index} is out of bounds for mesh", "replica_groups")
+
+
+def _check_conditional(instruction: Instruction) -> None:
+    _require_operands(instruction, 1)
+    selector = _array(instruction.operands[0].shape)
+    if selector is not None:
+        if selector.dims:
+            raise _fail(instruction, "The first operand must be a scalar")
+        if selector.element_type not in ("pred", "s32"):
+            raise _fail(instruction, "The first operand must be a scalar of PRED or S32")
+        if selector.element_type == "pred" and "branch_computations" in instruction.attributes:
+            raise _fail(instruction, 'unexpected attribute "branch_computations" for a PRED selector', "branch_computations")
+        if selector.element_type == "s32" and "true_computation" in instruction.attributes:
+            raise _fail(instruction, 'unexpected attribute "true_computation" for an S32 selector', "true_computation")
+    branches = instruction.attributes.get("branch_computations")
+    if isinstance(branches, ComputationList) and len(branches.computations) != len(instruction.operands) - 1:
+        raise _fail(instruction, "conditional expects one operand per branch after the selector", "branch_computations")
+
+
+def _check_reshape(instruction: Instruction) -> None:
+    _require_operands(instruction, 1)
+    result, operand = _array(instruction.shape), _array(instruction.operands[0].shape)
+    if result is None or operand is None:
+        return
+    if instruction.opcode == "dynamic-reshape":
+        if len(instruction.operands) - 1 != result.rank:
+            raise _fail(
+                instruction,
+                f"expects one dim size operand per result dimension; got {len(instruction.operands) - 1} "
+                f"for {result.rank} result dimensions",
+            )
+    unbounded = UNBOUNDED in result.dims or UNBOUNDED in operand.dims
+    if result.element_count != operand.element_count and not unbounded:
+        raise _fail(
+            instruction,
+            f"expects the same number of elements in result shape {result.to_text(False)} "
+            f"and operand shape {operand.to_text(False)}",
+        )
+
+
+def _check_broadcast(instruction: Instruction) -> None:
+    operand = _array(instruction.operands[0].shape) if instruction.operands else None
+    if "dimensions" not in instruction.attributes and operand is not None and operand.rank:
+        raise _fail(instruction, "broadcast expects dimensions= unless its operand is a scalar")
+
+
+def _check_infeed(instruction: Instruction) -> None:
+    shape = instruction.shape
+    if shape is not None and not (isinstance(shape, TupleShape) and shape.elements):
+        raise _fail(instruction, "infeed must have a non-empty tuple shape")
+
+
+def _check_recv(instruction: Instruction) -> None:
+    if instruction.shape is not None and not isinstance(instruction.shape, TupleShape):
+        raise _fail(instruction, "recv expects a tuple shape (data, u32[], token[])")
+
+
+def _check_scan(instruction: Instruction) -> None:
+    dims = _dims(instruction.attributes.get("dimensions", ""))
+    rank = max((leaf.rank for op in instruction.operands if op.shape for leaf in leaf_shapes(op.shape)), default=0)
+    if any(d < 0 or d >= max(rank, 1) for d in dims):
+        raise _fail(instruction, f"scan dimension {dims} is out of range", "dimensions")
+
+
+def _check_pad(instruction: Instruction) -> None:
+    value = instruction.attributes.get("padding")
+    if isinstance(value, str) and not _PADDING.fullmatch(value):
+        raise _fail(instruction, "expects padding_low and padding_high separated by '_'", "padding")
+
+
+def _check_window(instruction: Instruction) -> None:
+    value = instruction.attributes.get("window")
+    if not isinstance(value, str):
+        return
+    fields = dict(re.findall(r"(\w+)=(\S+?)(?=\s|\}|$)", value.strip()[1:-1]))
+    size = fields.get("size")
+    count = len(size.split("x")) if size else 0
+    for key, field in fields.items():
+        if key == "pad":
+            if not _PADDING.fullmatch(field) or any(len(p.split("_")) != 2 for p in field.split("x")):
+                raise _fail(instruction, "expects padding_low and padding_high separated by '_'", "window")
+        if size and len(field.split("x")) != count:
+            raise _fail(instruction, f"window {key} has {len(field.split('x'))} entries, size has {count}", "window")
+    labels = instruction.attributes.get("dim_labels")
+    if isinstance(labels, str) and "->" in labels:
+        lhs, _, out = labels.partition("->")
+        lhs, _, rhs = lhs.partition("_")
+        spatial = [sum(ch.isdigit() for ch in part) for part in (lhs, rhs, out)]
+        if len(set(spatial)) != 1:
+            raise _fail(
+                instruction,
+                "input, kernel, and output must have same number of spatial dimensions, "
+                f"but got {spatial[0]}, {spatial[1]}, {spatial[2]}, respectively.",
+                "dim_labels",
+            )
+        if size and count != spatial[0]:
+            raise _fail(instruction, "window size does not match the convolution's spatial dimensions", "window")
+
+
+def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> None:
+    api = instruction.attributes.get("api_version")
+    if isinstance(api, str) and api not in _API_VERSIONS:
+        reason = "Invalid API version" if api == "API_VERSION_UNSPECIFIED" else "Unknown API version"
+        raise _fail(instruction, f"{reason}: {api}", "api_version")
+    constraints = instruction.attributes.get("operand_layout_constraints")
+    if isinstance(constraints, str):
+        parts = [p for p in _split_top(constraints.strip()[1:-1]) if p.strip()]
+        if len(parts) != len(instruction.operands):
+            raise _fail(
+                instruction,
+                f"Expected {len(instruction.operands)} operand layout constraints, {len(parts)} given",
+                "operand_layout_constraints",
+            )
+        for index, (part, operand) in enumerate(zip(parts, instruction.operands)):
+            shape = parse_shape(part.strip())
+            if operand.shape is not None and not compatible(shape, operand.shape):
+                raise _fail(
+                    instruction,
+                    f"Operand layout constraint shape {part.strip()} for operand {index} is not compatible "
+                    f"with operand shape {operand.shape.to_text()}",
+                    "operand_layout_constraints",
+                )
+
+
+def _check_compare(instruction: Instruction) -> None:
+    direction = instruction.attributes.get("direction")
+    if direction is None:
+        raise _fail(instruction, "compare expects direction=")
+    if isinstance(direction, str) and direction.upper() not in _DIRECTIONS:
+        raise _fail(instruction, f"unknown comparison direction {direction}", "direction")
+
+
+def _check_sharding(instruction: Instruction) -> None:
+    value = instruction.attributes.get("sharding")
+    if not isinstance(value, str):
+        return
+    for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
+        product = math.prod(int(d) for d in tiles.split(","))
+        if devices.startswith("<="):
+            iota = re.match(r"<=\[([\d,]+)\]", devices)
+            if iota and math.prod(int(d) for d in iota.group(1).split(",")) != product:
+                raise _fail(instruction, "iota device list does not match the tile assignment dimensions product", "sharding")
+        elif devices and len(devices.split(",")) != product:
+            raise _fail(instruction, "device list does not match the tile assignment size", "sharding")
+
+
+def _check_iota_replica_groups(instruction: Instruction) -> None:
+    groups = instruction.attributes.get("replica_groups")
+    if isinstance(groups, str):
+        match = re.fullmatch(r"\[([\d,]+)\]<=\[([\d,]+)\].*", groups.strip())
+        if match:
+            outer = math.prod(int(d) for d in match.group(1).split(","))
+            inner = math.prod(int(d) for d in match.group(2).split(","))
+            if outer != inner:
+                raise _fail(instruction, "replica group iota does not match the tile assignment dimensions product", "replica_groups")
+
+
+def _check_result_accuracy(instruction: Instruction) -> None:
+    value = str(instruction.attributes["result_accuracy"]).strip()
+    mode = re.fullmatch(r"\{\s*mode\s*=\s*(\w+)\s*\}", value)
+    if mode:
+        if mode.group(1).lower() not in ("default", "highest"):
+            raise _fail(instruction, f"expects ResultAccuracy type but sees: {mode.group(1)}, error: Unknown accuracy mode", "result_accuracy")
+        return
+    tolerance = re.fullmatch(r"\{\s*tolerance\s*=\s*\{(.*)\}\s*\}", value, re.S)
+    if tolerance is None:
+        raise _fail(instruction, "expects attribute name in result_accuracy={mode=…} or {tolerance={…}}", "result_accuracy")
+    for key, number in re.findall(r"(\w+)\s*=\s*([^,\s}]+)", tolerance.group(1)):
+        if key not in ("atol", "rtol", "ulps"):
+            raise _fail(instruction, f"invalid attribute name: {key}", "result_accuracy")
+        if key == "ulps" and float(number) < 0 or key != "ulps" and float(number) < 0:
+            raise _fail(instruction, f"negative tolerance {key}={number}", "result_accuracy")
+
+
+def _check_async(instruction: Instruction, base: str, suffix: str | None) -> None:
+    shape = instruction.shape
+    is_start = instruction.opcode == "async-start" or suffix == "-start"
+    if is_start:
+        if shape is None:
+            return
+        if not (isinstance(shape, TupleShape) and len(shape.elements) >= 2 and isinstance(shape.elements[0], TupleShape)):
+            raise _fail(instruction, "AsyncStart expects the op shape to be in the form of ((async-operands), async-outputs, state).")
+        return
+    if len(instruction.operands) != 1:
+        raise _fail(instruction, "AsyncUpdate and AsyncDone expect a single async op as their operand.")
+    operand = instruction.operands[0]
+    try:
+        operand_base, operand_suffix = base_opcode(operand.opcode)
+    except KeyError:
+        operand_base, operand_suffix = operand.opcode, None
+    is_async = operand.opcode in ("async-start", "async-update") or operand_suffix in ("-start", "-update")
+    if not is_async:
+        raise _fail(instruction, "AsyncUpdate and AsyncDone expect a single async op as their operand.")
+    if suffix is not None and operand_suffix is not None and operand_base != base:
+        raise _fail(instruction, f"Expect async wrapped opcode to be {operand_base}, but got {base}")
+    if suffix is None and operand_suffix is not None:
+        raise _fail(instruction, f"Expect async wrapped opcode to be {operand_base}, but got {instruction.opcode}")
+    if instruction.opcode.endswith("update") and shape is not None and operand.shape is not None and not compatible(shape, operand.shape):
+        raise _fail(instruction, "AsyncUpdate expects the op shape to be the same as the operand shape.")
+    start = operand
+    while start.opcode.endswith("update") and start.operands:
+        start = start.operands[0]
+    calls, operand_calls = instruction.attributes.get("calls"), start.attributes.get("calls")
+    if isinstance(calls, Computation) and isinstance(operand_calls, Computation) and calls is not operand_calls:
+        raise _fail(instruction, f"Expect async_wrapped_computation to be {operand_calls.name}, but got {calls.name}", "calls")
+    thread = instruction.attributes.get("async_execution_thread")
+    operand_thread = operand.attributes.get("async_execution_thread", '"main"')
+    if thread is not None and thread != operand_thread:
+        raise _fail(
+            instruction,
+            f"Expect async_execution_thread to be {str(operand_thread).strip(chr(34))}, but got {str(thread).strip(chr(34))}",
+            "async_execution_thread",
+        )
+
+
+_CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
+    "all-gather": (_check_collective,),
+    "all-gather-start": (_check_collective,),
+    "all-reduce": (_check_collective,),
+    "all-reduce-start": (_check_collective,),
+    "collective-permute-start": (_check_collective,),
+    "reduce-scatter": (_check_collective,),
+    "all-to-all": (_check_collective,),
+    "collective-broadcast": (_check_collective,),
+    "collective-permute": (_check_collective,),
+    "get-dimension-size": (_check_one_dimension,),
+    "conditional": (_check_conditional,),
+    "reshape": (_check_reshape,),
+    "dynamic-reshape": (_check_reshape,),
+    "infeed": (_check_infeed,),
+    "broadcast": (_check_broadcast,),
+    "recv": (_check_recv,),
+    "scan": (_check_scan,),
+    "pad": (_check_pad,),
+    "convolution": (_check_window,),
+    "reduce-window": (lambda i: _require_operands(i, 2), _check_window),
+    "select-and-scatter": (_check_window,),
+    "rng-bit-generator": (lambda i: _require_operands(i, 1),),
+    "compare": (_check_compare,),
+}
+
+
+# -- literals ------------------------------------------------------------------
+
+_FINITE_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
+_PAYLOAD_BITS = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52, "f8e5m2": 2, "f8e4m3": 3, "f8e3m4": 4}
+
+
+def _check_literal(instruction: Instruction) -> None:
+    literal = instruction.literal
+    assert literal is not None
+    if literal.is_elided:
+        return
+    for text, shape in _literal_parts(literal.text, literal.shape):
+        _check_nesting(instruction, text, shape)
+        _check_values(instruction, text, shape)
+
+
+def _literal_parts(text: str, shape: Shape) -> list[tuple[str, ArrayShape]]:
+    if isinstance(shape, TupleShape):
+        body = strip_comments(text).strip()
+        parts = [p for p in _split_top(body[1:-1])] if body.startswith("(") else []
+        out: list[tuple[str, ArrayShape]] = []
+        for part, element in zip(parts, shape.elements):
+            out.extend(_literal_parts(part, element))
+        return out
+    if isinstance(shape, ArrayShape) and shape.element_type not in ("token", "opaque"):
+        return [(text, shape)]
+    return []
+
+
+def _check_nesting(instruction: Instruction, text: str, shape: ArrayShape) -> None:
+    body = strip_comments(text).strip()
+    if not body.startswith("{"):
+        if shape.rank and body.startswith(("(",)) and shape.element_type not in COMPLEX_TYPES:
+            raise _fail(instruction, f"expects nested array in rank {shape.rank}, but sees a tuple")
+        return  # a bare scalar: XLA accepts it even for arrays (it pads with zeros)
+    if shape.rank == 0:
+        raise _fail(instruction, "expects a scalar literal, but sees an array")
+    skeleton = re.sub(r"\([^()]*\)", "0", body) if shape.element_type in COMPLEX_TYPES else body
+    skeleton = re.sub(r"[^{}]", "", skeleton)
+    expected = _skeleton(shape.dims)
+    if skeleton != expected:
+        depth = max_depth = 0
+        for ch in skeleton:
+            depth += 1 if ch == "{" else -1
+            max_depth = max(max_depth, depth)
+        if max_depth > shape.rank:
+            raise _fail(instruction, f"expects nested array in rank {shape.rank}, but sees larger")
+        if max_depth < shape.rank:
+            raise _fail(instruction, f"expects nested array in rank {shape.rank}, but sees {max_depth}")
+        raise _fail(instruction, f"literal nesting does not match the dimensions {list(shape.dims)}")
+    if shape.rank >= 1 and shape.element_count > 0:
+        row_length = shape.dims[-1]
+        element = r"\([^()]*\)" if shape.element_type in COMPLEX_TYPES else r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+"
+        for index, row in enumerate(re.findall(r"\{([^{}]*)\}", re.sub(r"/\*.*?\*/", "", body, flags=re.S))):
+            count = len(re.findall(element, row))
+            if count != row_length:
+                more = "more" if count > row_length else "fewer"
+                raise _fail(instruction, f"expects {row_length} elements in the [{index}]th element, but sees {more}")
+
+
+def _skeleton(dims: tuple[int, ...]) -> str:
+    """The braces alone of a well-nested literal: ``{{}{}}`` for dims (2, 3)."""
+    inner = ""
+    for dim in reversed(dims):
+        inner = "{" + inner * max(dim, 0) + "}"
+    return inner
+
+
+def _check_values(instruction: Instruction, text: str, shape: ArrayShape) -> None:
+    element_type = shape.element_type
+    body = strip_comments(text)
+    if element_type in INT_TYPES:
+        tokens = re.findall(r"[^\s,{}()]+", body)
+        try:
+            values = [int(t) for t in tokens if t not in ("true", "false")]
+        except ValueError as err:
+            raise _fail(instruction, f"expects integer literal values: {err}") from None
+        if values:
+            info = np.iinfo(numpy_dtype(element_type)) if element_type not in ("s2", "u2", "s4", "u4", "s1", "u1") else None
+            bits = int(element_type[1:])
+            low = info.min if info else (-(1 << (bits - 1)) if element_type[0] == "s" else 0)
+            high = info.max if info else ((1 << (bits - 1)) - 1 if element_type[0] == "s" else (1 << bits) - 1)
+            if element_type == "u64":
+                low = -(1 << 63)  # XLA reads negative u64 literals as their int64 bit pattern
+            for value in (min(values), max(values)):
+                if not low <= value <= high:
+                    raise _fail(
+                        instruction,
+                        f"value {value} is out of range for literal's primitive type {element_type.upper()} namely [{low}, {high}].",
+                    )
+        return
+    if element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
+        part_type = {"c64": "f32", "c128": "f64"}.get(element_type, element_type)
+        tokens = re.findall(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+", body)
+        for token in tokens:
+            if "(" in token:
+                payload = int(token.split("(0x")[1].rstrip(")"), 16)
+                mantissa = _PAYLOAD_BITS.get(part_type)
+                if mantissa is None:
+                    raise _fail(instruction, f"tries to set NaN payload 0x{payload:x} to a literal in shape {shape.to_text(False)}, but {part_type} does not support NaN payloads")
+                if payload == 0 or payload >= 1 << mantissa:
+                    raise _fail(instruction, f"tries to set NaN payload 0x{payload:x} to a literal in shape {shape.to_text(False)}, but the NaN payload is out of range")
+        numbers = [t for t in tokens if "(" not in t and t not in ("nan", "-nan", "inf", "-inf")]
+        try:
+            values = np.array(numbers, dtype=np.float64) if numbers else np.zeros(0)
+        except ValueError as err:
+            raise _fail(instruction, f"expects number literal values: {err}") from None
+        if values.size and not np.all(np.isfinite(values)):
+            raise _fail(instruction, "Constant is out of range for double (+/-1.79769e+308) and so is unparsable.")
+        limit = _FINITE_MAX.get(part_type)
+        if limit is None and part_type not in ("f64",):
+            import ml_dtypes
+
+            limit = float(ml_dtypes.finfo(numpy_dtype(part_type)).max)
+        if limit is not None and values.size:
+            # XLA rejects values that round past the largest finite value of the type.
+            with np.errstate(over="ignore"):
+                rounded = values.astype(numpy_dtype(part_type)).astype(np.float64)
+            bad = np.flatnonzero(~np.isfinite(rounded) & np.isfinite(values)) if part_type in ("f16", "bf16", "f32") else np.flatnonzero(np.abs(values) > limit * 1.0625)
+            if bad.size:
+                value = values[bad[0]]
+                raise _fail(
+                    instruction,
+                    f"value {value:g} is out of range for literal's primitive type {element_type.upper()} namely [{-limit:g}, {limit:g}].",
+                )
