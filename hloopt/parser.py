@@ -444,7 +444,7 @@ class _Parse:
                     item.end_pos - len(operand_name),
                     f"instruction {operand_name} does not exist (operands must be defined earlier in the computation)",
                 )
-            declared_text = item[: match.start()].strip()
+            declared_text = item[: match.start()].strip().rstrip(",").rstrip()
             if declared_text and operand.shape is not None:
                 declared = self.shape(declared_text, item.start_pos)
                 if not compatible(declared, operand.shape):
