@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from hloopt.ir.module import Computation, Instruction, Module
-from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape, Shape, TupleShape
+from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape, Shape, TupleShape, default_layout, map_leaves
 
 #: Result has the operand's shape and element type.
 UNARY_SAME = frozenset(
@@ -45,10 +45,10 @@ def dot_shape(lhs: ArrayShape, rhs: ArrayShape, attributes: dict, element_type: 
     lc, rc = int_list(attributes.get("lhs_contracting_dims")), int_list(attributes.get("rhs_contracting_dims"))
     if any(d >= lhs.rank for d in lb + lc) or any(d >= rhs.rank for d in rb + rc):
         return None
-    dims = [lhs.dims[d] for d in lb]
-    dims += [d for i, d in enumerate(lhs.dims) if i not in lb and i not in lc]
-    dims += [d for i, d in enumerate(rhs.dims) if i not in rb and i not in rc]
-    return ArrayShape(element_type, tuple(dims), (False,) * len(dims))
+    picked = [(lhs, i) for i in lb]
+    picked += [(lhs, i) for i in range(lhs.rank) if i not in lb and i not in lc]
+    picked += [(rhs, i) for i in range(rhs.rank) if i not in rb and i not in rc]
+    return ArrayShape(element_type, tuple(s.dims[i] for s, i in picked), tuple(s.dynamic[i] for s, i in picked))
 
 
 def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | None:
@@ -68,6 +68,8 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
     if len(arrays) != len(operands) or not arrays:
         return None
     first = arrays[0]
+    if op == "abs" and first.element_type in COMPLEX_TYPES:
+        return _complex_part(first)
     if op in UNARY_SAME or op in BINARY_SAME:
         return first
     if op in ("compare", "is-finite"):
@@ -92,6 +94,13 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
     if op in ("batch-norm-inference", "batch-norm-grad") and arrays:
         return first if op == "batch-norm-inference" else TupleShape((first, arrays[1], arrays[1]))
     return None
+
+
+def _with_layout(shape: ArrayShape) -> ArrayShape:
+    """Inferred arrays get XLA's default layout, as ShapeUtil::MakeShape gives them."""
+    if shape.layout is not None or shape.element_type in ("token", "opaque"):
+        return shape
+    return ArrayShape(shape.element_type, shape.dims, shape.dynamic, default_layout(shape.rank))
 
 
 #: The attribute naming the computation whose root gives the result shape.
@@ -133,7 +142,8 @@ class ShapeResolver:
         if isinstance(callee, Computation):
             root = callee.root
             return None if root is None else (root.shape or self._inferred.get(root))
-        return infer(instruction, operand_shapes)
+        inferred = infer(instruction, operand_shapes)
+        return None if inferred is None else map_leaves(inferred, _with_layout)
 
     def forget(self) -> None:
         """Drop cached inferences after a pass changed operand types."""

@@ -44,12 +44,7 @@ def verify(module: Module, culprit: str | None = None) -> None:
     """Raise VerificationError listing every problem found, or return quietly."""
     problems: list[str] = []
     shapes = ShapeResolver(module)
-    seen: dict[str, Computation] = {}
     for computation in module.computations:
-        for instruction in computation.instructions:
-            if instruction.name in seen:
-                problems.append(f"%{instruction.name}: name used twice (in %{seen[instruction.name].name} and %{computation.name})")
-            seen[instruction.name] = computation
         problems += _check_computation(computation, shapes)
     problems += _check_entry(module)
     if problems:
@@ -59,10 +54,14 @@ def verify(module: Module, culprit: str | None = None) -> None:
 def _check_computation(computation: Computation, shapes: ShapeResolver) -> list[str]:
     problems: list[str] = []
     defined: set[Instruction] = set()
+    names: set[str] = set()
     if computation.root is None or computation.root.parent is not computation:
         problems.append(f"%{computation.name}: root is not an instruction of the computation")
     for instruction in computation.instructions:
         where = f"%{instruction.name} in %{computation.name}"
+        if instruction.name in names:
+            problems.append(f"{where}: name used twice")
+        names.add(instruction.name)
         for operand in instruction.operands:
             if operand not in defined:
                 state = "not in this computation" if operand.parent is not computation else "used before it is defined"

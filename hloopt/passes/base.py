@@ -21,6 +21,8 @@ class PassResult:
 
     rewritten: int = 0
     warnings: list[str] = field(default_factory=list)
+    #: Computations the pass edited; they are re-laid out in XLA's print order.
+    touched: list[Computation] = field(default_factory=list)
 
 
 class HloPass(ABC):
@@ -35,6 +37,11 @@ class HloPass(ABC):
         """Rewrite `module` in place; True when it changed."""
         self.last = PassResult()
         self.run_on_module(module, self.last)
+        # XLA prints a scheduled module in schedule order (our list order, where new
+        # instructions sit just before their first user) and any other in post order.
+        if module.attributes.get("is_scheduled") != "true":
+            for computation in dict.fromkeys(self.last.touched):
+                computation.instructions = xla_post_order(computation)
         return self.last.rewritten > 0
 
     @abstractmethod
@@ -52,6 +59,7 @@ class OpExpanderPass(HloPass):
     def run_on_module(self, module: Module, result: PassResult) -> None:
         shapes = ShapeResolver(module)
         for instruction in self.matches(module, shapes):
+            result.touched.append(instruction.parent)  # type: ignore[arg-type]
             self.expand(module, instruction, shapes, result)
             result.rewritten += 1
 
@@ -128,3 +136,31 @@ def known_shape(shapes: ShapeResolver, instruction: Instruction) -> Shape:
     if shape is None:
         raise HloError(f"cannot infer the shape of %{instruction.name} ({instruction.opcode}); write it out")
     return shape
+
+
+def xla_post_order(computation: Computation) -> list[Instruction]:
+    """The order XLA prints a computation in (``HloComputation::MakeInstructionPostOrder``).
+
+    DFS from each instruction nothing uses, in list order; operands are visited
+    first-operand-first, control predecessors before operands. Iterative.
+    """
+    state: dict[Instruction, bool] = {}  # False while visiting, True once emitted
+    order: list[Instruction] = []
+    for start in computation.instructions:
+        if start.users or start in state:
+            continue
+        stack = [start]
+        while stack:
+            current = stack[-1]
+            seen = state.get(current)
+            if seen is not None:
+                stack.pop()
+                if seen is False:
+                    state[current] = True
+                    order.append(current)
+                continue
+            state[current] = False
+            stack.extend(reversed(current.operands))
+            stack.extend(current.control_predecessors())
+    order += [i for i in computation.instructions if i not in state]
+    return order

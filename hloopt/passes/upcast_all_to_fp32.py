@@ -54,6 +54,8 @@ BOUNDARY_OPCODES = frozenset(
 )
 #: Opcodes whose result is a piece of their first operand's: fixed when that operand is.
 _STRUCTURAL = frozenset({"get-tuple-element", "send-done", "recv-done"})
+#: Opcodes that keep their types when everything they feed is fixed (converts back, tuples, constants).
+_FEEDERS = frozenset({"convert", "tuple", "constant"})
 #: Opcodes that accept any element type in, so never need a convert in front.
 _ANY_INPUT = frozenset({"convert"})
 #: Sub-byte element size ``E(n)`` in a layout belongs to the old type.
@@ -100,7 +102,7 @@ class _Plan:
 
 
 def fixed_instructions(computation: Computation, shapes: ShapeResolver) -> set[Instruction]:
-    """Boundary ops, pieces of them, and converts/tuples that only feed them."""
+    """Boundary ops, pieces of them, and converts/tuples/constants that only feed them."""
     order = computation.post_order()
     fixed: set[Instruction] = set()
     for instruction in order:
@@ -110,7 +112,7 @@ def fixed_instructions(computation: Computation, shapes: ShapeResolver) -> set[I
             fixed.add(instruction)
     for instruction in reversed(order):
         if (
-            instruction.opcode in ("convert", "tuple")
+            instruction.opcode in _FEEDERS
             and instruction is not computation.root
             and instruction.users
             and all(user in fixed for user in instruction.users)
@@ -164,13 +166,16 @@ class UpcastAllToFP32(HloPass):
                 _retype(instruction)
             _narrow(module, computation, plan, original)
             _widen(module, computation, plan, original)
-            result.rewritten += len(set(plan.instructions()))
+            rewritten = len(set(plan.instructions()))
+            result.rewritten += rewritten
+            if rewritten:
+                result.touched.append(computation)
         layout = module.entry_layout
         if layout is not None:
             upcast = ProgramLayout(tuple(upcast_shape(p) for p in layout.parameters), upcast_shape(layout.result))
             if upcast != layout:
                 module.entry_layout = upcast
-                result.rewritten += result.rewritten == 0
+                result.rewritten = max(result.rewritten, 1)  # a signature-only change still counts
 
 
 def _retype(instruction: Instruction) -> None:
@@ -193,7 +198,8 @@ def _upcast_value(value: object, shape: Shape) -> object:
     assert isinstance(value, np.ndarray) and isinstance(shape, ArrayShape)
     if shape.element_type not in UPCAST_TYPES:
         return value
-    return cast(np.ascontiguousarray(value), shape.element_type, "f32", profile="xla")
+    # reshape: the engine hands 0-d input back as shape (1,) (reported to its owner).
+    return cast(np.ascontiguousarray(value), shape.element_type, "f32", profile="xla").reshape(value.shape)
 
 
 def _convert_chain(module: Module, value: Instruction, source: Shape, target: Shape) -> list[Instruction]:
