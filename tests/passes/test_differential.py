@@ -1,0 +1,158 @@
+"""Before/after execution through XLA on CPU: each pass keeps the numbers it promises."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+import xla_helper
+
+from hloopt.ir.literal import numpy_dtype
+from hloopt.ir.shape import ArrayShape
+from hloopt.parser import parse
+from hloopt.passes.pipeline import run_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def _inputs(text: str, seed: int, int_range: tuple[int, int] | None = None) -> list[np.ndarray]:
+    """Random arguments for the entry parameters (small ints so integer dots stay in range)."""
+    rng = np.random.default_rng(seed)
+    module = parse(text, "inputs")
+    args = []
+    for param in module.entry.parameters():
+        shape = param.shape
+        assert isinstance(shape, ArrayShape)
+        dtype = numpy_dtype(shape.element_type)
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            lo, hi = int_range or (info.min, info.max)
+            args.append(rng.integers(max(lo, info.min), min(hi, info.max) + 1, shape.dims).astype(dtype))
+        else:
+            args.append(rng.uniform(-2, 2, shape.dims).astype(np.float32).astype(dtype))
+    return args
+
+
+def _run(text: str, passes: str, numerics: str = "xla") -> str:
+    module = parse(text, "t")
+    run_pipeline(module, passes, numerics=numerics)
+    return module.to_text()
+
+
+def _flatten(results: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(r) for r in results]
+
+
+def _matching_inputs(text_after: str, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The same values in the parameter types of the rewritten module."""
+    module = parse(text_after, "after")
+    return [a.astype(numpy_dtype(p.shape.element_type)) for a, p in zip(args, module.entry.parameters())]
+
+
+INT_CASES = [EXAMPLES / "int8_matmul.hlo", *sorted((GOLDEN / "neuron-int-matmul-downcast").glob("*[!d].hlo"))]
+
+
+@pytest.mark.parametrize("path", INT_CASES, ids=lambda p: p.stem)
+def test_integer_dots_exact_in_range(path: Path) -> None:
+    text = path.read_text()
+    after = _run(text, "neuron-int-matmul-downcast")
+    assert after != text
+    for seed in range(3):
+        args = _inputs(text, seed, int_range=(-100, 100))
+        before = xla_helper.execute(text, args)
+        got = xla_helper.execute(after, args)
+        for b, g in zip(before, got):
+            assert b.dtype == g.dtype
+            np.testing.assert_array_equal(np.asarray(b, np.float64), np.asarray(g, np.float64))
+
+
+def test_int_dot_big_k_warns() -> None:
+    text = """HloModule big_k
+
+ENTRY main {
+  a = s8[2,1025]{1,0} parameter(0)
+  b = s8[1025,2]{1,0} parameter(1)
+  ROOT d = s32[2,2]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+    module = parse(text, "t")
+    report = run_pipeline(module, "neuron-int-matmul-downcast")
+    (warning,) = report.passes[0].warnings
+    assert "%d" in warning and "K=1025" in warning
+    # And the warning is real: these values lose the low bit in F32.
+    a = np.full((2, 1025), -128, np.int8)
+    a[:, -1] = 1
+    b = a.T.copy()
+    exact = a.astype(np.int64) @ b.astype(np.int64)
+    (got,) = xla_helper.execute(module.to_text(), [a, b])
+    assert (got != exact).any()
+
+
+BN_CASES = [EXAMPLES / "bf16_conv_batchnorm_train.hlo", *sorted((GOLDEN / "batchnorm-training-upcast").glob("*[!d].hlo"))]
+
+
+@pytest.mark.parametrize("path", BN_CASES, ids=lambda p: p.stem)
+def test_batchnorm_within_bf16_tolerance(path: Path) -> None:
+    text = path.read_text()
+    after = _run(text, "batchnorm-training-upcast")
+    args = _inputs(text, 0)
+    for b, g in zip(_leaves(xla_helper.execute(text, args)), _leaves(xla_helper.execute(after, args))):
+        assert b.dtype == g.dtype  # the external signature is unchanged
+        b64, g64 = np.asarray(b, np.float64), np.asarray(g, np.float64)
+        # bf16 has 8 significant bits: a few ulps of the largest value (F32 statistics are better, not equal).
+        np.testing.assert_allclose(g64, b64, rtol=2**-5, atol=2**-5 * max(1.0, np.abs(b64).max()))
+
+
+def _leaves(results: list[np.ndarray]) -> list[np.ndarray]:
+    return list(results)
+
+
+UPCAST_CASES = [
+    EXAMPLES / "fp8_bf16_mlp.hlo", EXAMPLES / "bf16_conv_batchnorm_train.hlo",
+    GOLDEN / "upcast-all-to-fp32" / "while_reduce_tuples.hlo",
+]
+
+
+@pytest.mark.parametrize("path", UPCAST_CASES, ids=lambda p: p.stem)
+def test_upcast_all_within_input_precision(path: Path) -> None:
+    text = path.read_text()
+    after = _run(text, "upcast-all-to-fp32")
+    args = _inputs(text, 1)
+    before = xla_helper.execute(text, args)
+    got = xla_helper.execute(after, _matching_inputs(after, args))
+    for b, g in zip(before, got):
+        b64, g64 = np.asarray(b, np.float64), np.asarray(g, np.float64)
+        # F64 values beyond F32's range become ±inf: that is the pass's meaning, not an error.
+        beyond = np.abs(b64) > np.finfo(np.float32).max
+        assert (np.isinf(g64[beyond]) & (np.sign(g64[beyond]) == np.sign(b64[beyond]))).all()
+        b64, g64 = b64[~beyond], g64[~beyond]
+        # The narrowest float in these modules is bf16 (8 bits): results agree to bf16 precision.
+        scale = max(1.0, float(np.nanmax(np.abs(b64))) if b64.size else 1.0)
+        np.testing.assert_allclose(g64, b64, rtol=2**-4, atol=2**-6 * scale)
+
+
+#: boundaries_fp8 calls a custom-call target the CPU does not have; it is checked by golden/XLA parse only.
+FOLD_CASES = [p for p in [*sorted(GOLDEN.glob("*/*[!d].hlo")), *sorted(EXAMPLES.glob("*.hlo"))] if "my_kernel" not in p.read_text()]
+
+
+@pytest.mark.parametrize("path", FOLD_CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_folded_bit_identical_under_xla(path: Path) -> None:
+    """all passes, then folding: bit-identical to the same passes without folding."""
+    text = path.read_text()
+    passes = "all" if path.parent.name == "examples" else path.parent.name
+    unfolded = _run(text, passes) if passes != "fold-constant-converts" else text
+    folded = _run(text, passes + ",fold-constant-converts") if passes != "fold-constant-converts" else _run(text, passes)
+    args = _matching_inputs(unfolded, _inputs(text, 2, int_range=(-50, 50)))
+    for u, f in zip(xla_helper.execute(unfolded, args), xla_helper.execute(folded, args)):
+        assert u.dtype == f.dtype
+        assert np.asarray(u).tobytes() == np.asarray(f).tobytes()
+
+
+def test_neuron_numerics_differ_only_where_device_does() -> None:
+    """--numerics neuron folds with the device's rules (f32→fp8 saturates there, XLA gives NaN)."""
+    text = (GOLDEN / "fold-constant-converts" / "chains.hlo").read_text()
+    assert "constant({0.102, nan, nan})" in _run(text, "fold-constant-converts", "xla")
+    assert "constant({0.102, 448, 448})" in _run(text, "fold-constant-converts", "neuron")
