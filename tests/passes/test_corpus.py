@@ -1,0 +1,149 @@
+"""The passes over the whole shared corpus: no crash, idempotent, gates cleared, XLA accepts.
+
+One module-scoped sweep runs every configuration on every file in-process and
+keeps the outputs; XLA then judges the outputs in subprocess batches (some
+inputs crash jaxlib). Needs ../shared (skips without it unless
+HLOOPT_REQUIRE_SHARED=1).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hloopt.errors import HloError
+from hloopt.parser import parse
+from hloopt.passes.pipeline import run_pipeline
+from hloopt.passes.registry import select
+
+pytestmark = pytest.mark.corpus
+CONFIGS = ("batchnorm-training-upcast", "upcast-all-to-fp32", "neuron-int-matmul-downcast",
+           "fold-constant-converts", "all,fold-constant-converts")
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Sweep:
+    out_dir: Path
+    crashes: list[str] = field(default_factory=list)
+    not_idempotent: list[str] = field(default_factory=list)
+    gate_left: list[str] = field(default_factory=list)
+    unchanged_differs: list[str] = field(default_factory=list)
+    refused: Counter = field(default_factory=Counter)
+    changed: Counter = field(default_factory=Counter)
+    #: (config, input path, output path) of every changed module whose input XLA accepts.
+    outputs: list[tuple[str, Path, Path]] = field(default_factory=list)
+
+
+def _xla_accepted_inputs(corpus: Path) -> set[str]:
+    """Files the corpus index says XLA parses and converts to StableHLO."""
+    accepted = set()
+    lines = (corpus / "INDEX.tsv").read_text().splitlines()
+    header = lines[0].split("\t")
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("\t")))
+        if row.get("parses_with_xla") == "yes" and row.get("converts_to_stablehlo") == "yes":
+            accepted.add(row["file"])
+    return accepted
+
+
+@pytest.fixture(scope="module")
+def sweep(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Sweep:
+    result = Sweep(tmp_path_factory.mktemp("corpus-out"))
+    accepted = _xla_accepted_inputs(corpus_dir)
+    for path in sorted((corpus_dir / "xla").glob("*.hlo")):
+        text = path.read_text()
+        try:
+            plain = parse(text, str(path)).to_text()
+        except HloError:
+            continue
+        for config in CONFIGS:
+            where = f"{config} {path.name}"
+            module = parse(text, str(path))
+            try:
+                report = run_pipeline(module, config)
+            except HloError as err:  # a clear refusal is allowed, a crash is not
+                result.refused[config] += 1
+                result.crashes += [] if str(err) else [where + ": empty error"]
+                continue
+            except Exception as err:  # noqa: BLE001 - any other exception is a crash
+                result.crashes.append(f"{where}: {err!r}")
+                continue
+            out = module.to_text()
+            if not report.changed:
+                if out != plain:
+                    result.unchanged_differs.append(where)
+                continue
+            result.changed[config] += 1
+            again = parse(out, str(path))
+            run_pipeline(again, config, check=False)
+            if again.to_text() != out:
+                result.not_idempotent.append(where)
+            left = [i.name for info in select(config)[1] for i in info.make("xla").matches(parse(out, str(path)))]
+            if left:
+                result.gate_left.append(f"{where}: {left[:3]}")
+            if f"xla/{path.name}" in accepted:
+                target = result.out_dir / config.replace(",", "+") / path.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(out)
+                result.outputs.append((config, path, target))
+    return result
+
+
+def test_no_crash(sweep: Sweep) -> None:
+    assert not sweep.crashes, sweep.crashes[:10]
+    assert sum(sweep.changed.values()) > 1000, sweep.changed
+
+
+def test_idempotent(sweep: Sweep) -> None:
+    assert not sweep.not_idempotent, sweep.not_idempotent[:10]
+
+
+def test_no_gate_left(sweep: Sweep) -> None:
+    assert not sweep.gate_left, sweep.gate_left[:10]
+
+
+def test_untouched_modules_are_the_plain_round_trip(sweep: Sweep) -> None:
+    assert not sweep.unchanged_differs, sweep.unchanged_differs[:10]
+
+
+def test_xla_accepts_outputs(sweep: Sweep) -> None:
+    """Every changed output of an input XLA accepts is accepted too (parse + StableHLO conversion)."""
+    paths = [str(out) for _, _, out in sweep.outputs]
+    results: dict[str, dict] = {}
+    batch = 200
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    chunks = [paths[i : i + batch] for i in range(0, len(paths), batch)]
+    procs = []
+    for chunk in chunks:  # two at a time: the machine has two cores
+        procs.append((chunk, subprocess.Popen(
+            [sys.executable, str(HERE / "corpus_worker.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, cwd=HERE, env=env)))
+        procs[-1][1].stdin.write("\n".join(chunk))  # type: ignore[union-attr]
+        procs[-1][1].stdin.close()  # type: ignore[union-attr]
+        if len(procs) >= 2:
+            _collect(procs.pop(0), results)
+    while procs:
+        _collect(procs.pop(0), results)
+    per_config = Counter(config for config, _, out in sweep.outputs if results.get(str(out), {}).get("ok"))
+    print(f"\ncorpus: changed {dict(sweep.changed)}; XLA-accepted outputs {dict(per_config)}; "
+          f"refused {dict(sweep.refused)}")
+    rejected = [f"{p}: {r['error']}" for p, r in results.items() if not r["ok"]]
+    missing = [p for p in paths if p not in results]  # the worker died on it (jaxlib crash)
+    assert not rejected, rejected[:10]
+    assert len(missing) <= 5, missing[:10]
+
+
+def _collect(item: tuple[list[str], subprocess.Popen], results: dict[str, dict]) -> None:
+    chunk, proc = item
+    stdout = proc.stdout.read()  # type: ignore[union-attr]
+    proc.wait()
+    for line in stdout.splitlines():
+        row = json.loads(line)
+        results[row["path"]] = row
