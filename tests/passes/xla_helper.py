@@ -1,17 +1,13 @@
-"""XLA through jaxlib, for the differential tests (hloopt.xla_bridge is not in the tree yet).
+"""XLA for the pass tests: hloopt.xla_bridge, plus the StableHLO conversion check.
 
-The calls are those of /work/shared/recipes/xla_reference.py.
+`to_stablehlo` is kept here: the corpus worker uses it as the "XLA accepts" test
+(parse + conversion, which runs the shape checks the parser skips) without compiling.
 """
 from __future__ import annotations
 
 import numpy as np
 
-
-def canonical(text: str) -> str:
-    """XLA's own print of the module; raises when XLA's parser rejects it."""
-    import jaxlib._hlo as hlo
-
-    return hlo.hlo_module_from_text(text).to_string()
+from hloopt import xla_bridge
 
 
 def to_stablehlo(text: str) -> bytes:
@@ -23,18 +19,11 @@ def to_stablehlo(text: str) -> bytes:
     return _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
 
 
+def canonical(text: str) -> str:
+    """XLA's own print of the module; raises when XLA's parser rejects it."""
+    return xla_bridge.canonical(text)
+
+
 def execute(text: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Compile `text` for the CPU and run it once on `inputs`."""
-    import jax
-    import jax.extend
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib import _jax
-    from jax._src.lib.mlir import ir
-
-    stablehlo = to_stablehlo(text)
-    backend = jax.extend.backend.get_backend("cpu")
-    device = backend.devices()[0]
-    with jax_mlir.make_ir_context():
-        executable = backend.compile_and_load(ir.Module.parse(stablehlo), _jax.DeviceList((device,)))
-        results = executable.execute_sharded([jax.device_put(x, device) for x in inputs])
-    return [np.asarray(shards[0]) for shards in results.disassemble_into_single_device_arrays()]
+    return xla_bridge.execute(text, inputs)
