@@ -46,17 +46,22 @@ from hloopt.ir.shape import (
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\s*\})?")
 _NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*$")
-_DEF = re.compile(r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
+_HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
+_TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_OPERAND_TEXT = r"(?:[a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?\s*,?\s*)?%?[A-Za-z_][A-Za-z0-9_.\-]*"
+_OPERAND = re.compile(_OPERAND_TEXT)
+#: An operand list of names, optionally with array shapes: the common case, split without Lark.
+_SIMPLE_OPERANDS = re.compile(rf"\s*(?:{_OPERAND_TEXT}\s*(?:,\s*{_OPERAND_TEXT}\s*)*)?")
 
 #: Human words for the grammar's terminals, for "expected …" messages.
 _TERMINAL_WORDS = {
-    "DEF": "an instruction (`name = shape opcode(...)`)",
+    "HEAD": "an instruction (`name = shape opcode(...)`)",
+    "ARGS": "an argument list closed by `)`",
     "OPERAND": "an operand name",
     "ATTR": "an attribute (`name=value`)",
     "SHAPE": "a shape",
     "ARRAY_SHAPE": "a shape",
-    "OPCODE": "an opcode",
-    "CONSTANT": "`constant`",
     "LITERAL": "a literal in parentheses",
     "INT": "an integer",
     "COMPUTATION_NAME": "a computation name",
@@ -263,59 +268,74 @@ class _Parse:
 
     # -- instructions -------------------------------------------------------------
     def instruction(self, children: list[Any]) -> Instruction:
-        items = [c for c in children if c is not None]
-        match = _DEF.match(items[0])
+        head: Token = children[0]
+        args: Token = children[1]
+        match = _HEAD.match(head)
         assert match is not None
-        index = 1
-        shape: Shape | None = None
-        if isinstance(items[index], Token) and items[index].type == "SHAPE":
-            shape = self.shape(items[index])
-            index += 1
-        opcode_token: Token = items[index]
-        index += 1
-        arguments: list[Any] = []
-        while index < len(items) and not (isinstance(items[index], Token) and items[index].type == "ATTR"):
-            arguments.append(items[index])
-            index += 1
-        instruction = self._build(match.group(2), shape, opcode_token, arguments)
-        self._positions[instruction] = items[0].start_pos
-        self._add_attributes(instruction, items[index:])
+        rest = head[match.end() : -1]
+        if "/*" in rest:
+            rest = _COMMENT.sub(lambda m: " " * len(m.group()), rest)
+        opcode_match = _TRAILING_OPCODE.search(rest)
+        assert opcode_match is not None
+        opcode = opcode_match.group(1)
+        opcode_pos = head.start_pos + match.end() + opcode_match.start(1)
+        shape_text = rest[: opcode_match.start()].strip()
+        shape_pos = head.start_pos + match.end() + (len(rest) - len(rest.lstrip()))
+        shape = self.shape(shape_text, shape_pos) if shape_text else None
+        instruction = self._build(match.group(2), shape, opcode, opcode_pos, self._arguments(opcode, args))
+        self._positions[instruction] = head.start_pos
+        self._add_attributes(instruction, children[2:])
         if match.group(1):
             self._roots.add(instruction)
         return instruction
+
+    def _arguments(self, opcode: str, args: Token) -> list[Any]:
+        """What stands between `opcode(` and `)`: operand tokens, a parameter number or a literal."""
+        body = str(args)[:-1]
+        start = args.start_pos
+        if opcode == "constant":
+            return [(body.strip(), start + len(body) - len(body.lstrip()))]
+        if "/*" in body:
+            body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
+        if opcode == "parameter" and body.strip().isdigit():
+            return [Token("INT", body.strip(), start_pos=start + body.index(body.strip()))]
+        if _SIMPLE_OPERANDS.fullmatch(body):
+            return [
+                Token("OPERAND", m.group(), start_pos=start + m.start(), end_pos=start + m.end())
+                for m in _OPERAND.finditer(body)
+            ]
+        return self._sub_parse(_pad_to(self.text, start - 1, "(" + str(args)), "nested_arguments", start)
 
     def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
         """An anonymous instruction written as an operand, named ``<opcode>.anon`` as XLA does."""
         shape_text, _, opcode = head.strip().rpartition(" ")
         shape = self.shape(shape_text.strip(), head.start_pos) if shape_text.strip() else None
-        opcode_token = Token("CONSTANT" if opcode == "constant" else "OPCODE", opcode, start_pos=head.start_pos)
         if opcode == "constant":
-            items: list[Any] = [arguments]
+            items: list[Any] = [(str(arguments)[1:-1].strip(), arguments.start_pos + 1)]
         else:
             items = self._sub_parse(_pad_to(self.text, arguments.start_pos, str(arguments)), "nested_arguments", 0)
         name = f"{opcode}.anon"
         count = self._anon_counts.get(name, 0)
         self._anon_counts[name] = count + 1
-        return self._build(name if count == 0 else f"{name}.{count}", shape, opcode_token, items)
+        return self._build(name if count == 0 else f"{name}.{count}", shape, opcode, head.start_pos, items)
 
-    def _build(self, name: str, shape: Shape | None, opcode_token: Token, arguments: list[Any]) -> Instruction:
-        opcode = str(opcode_token)
+    def _build(self, name: str, shape: Shape | None, opcode: str, opcode_pos: int, arguments: list[Any]) -> Instruction:
         literal: Literal | None = None
         parameter_number: int | None = None
         operands: list[Any] = []
-        if opcode_token.type == "CONSTANT":
-            literal_token: Token = arguments[0]
+        if opcode == "constant":
+            literal_text, literal_pos = arguments[0]
             if shape is None:
-                raise self.error(opcode_token.start_pos, "constant needs a shape")
-            literal = Literal(shape, text=str(literal_token)[1:-1].strip())
+                raise self.error(opcode_pos, "constant needs a shape")
+            literal = Literal(shape, text=literal_text)
             try:
                 literal.check()
             except LiteralError as err:
-                raise self.error(literal_token.start_pos + 1 + err.offset, str(err)) from None
+                raise self.error(literal_pos + err.offset, str(err)) from None
         elif opcode == "parameter":
             number = arguments[0] if len(arguments) == 1 else None
             if not (isinstance(number, Token) and number.type == "INT" and int(number) >= 0):
-                raise self.error(opcode_token.start_pos, "parameter expects one non-negative parameter number")
+                raise self.error(opcode_pos, "parameter expects one non-negative parameter number")
             parameter_number = int(number)
         else:
             for item in arguments:
@@ -335,14 +355,13 @@ class _Parse:
         forward: list[tuple[str, Token]] = []
         attributes = instruction.attributes
         for token in tokens:
-            key, _, value = str(token).partition("=")
-            value = value.strip()
+            key, value = _attribute(token)
             if key in raw:
                 if raw[key] == value:
                     continue  # XLA's printer repeats `statistics=` on async ops; same value, same meaning
-                raise self.error(token.start_pos, f"attribute {key} already exists")
+                raise self.error(_name_pos(token), f"attribute {key} already exists")
             raw[key] = value
-            self._attribute_positions[(instruction, key)] = token.start_pos
+            self._attribute_positions[(instruction, key)] = _name_pos(token)
             if key in INSTRUCTION_LIST_ATTRIBUTES:
                 self._pending[instruction] = (self._pending[instruction][0], token)
                 attributes[key] = InstructionList(())  # resolved when the computation closes
@@ -369,7 +388,7 @@ class _Parse:
     def _callee(self, name: str, token: Token) -> Computation:
         computation = self.computations.get(name.lstrip("%"))
         if computation is None:
-            raise self.error(token.start_pos, f"computation {name.lstrip('%')} does not exist")
+            raise self.error(_name_pos(token), f"computation {name.lstrip('%')} does not exist")
         return computation
 
     def _inline_computation(self, body: str, offset: int) -> Computation:
@@ -396,8 +415,8 @@ class _Parse:
         instructions = [i for i in items[index + 1 :] if isinstance(i, Instruction)]
         for token in items[index + 1 :]:
             if isinstance(token, Token) and token.type == "ATTR":
-                key, _, value = str(token).partition("=")
-                computation.attributes[key] = value.strip()
+                key, value = _attribute(token)
+                computation.attributes[key] = value
         self._computation_positions[computation] = name_token.start_pos
         self._finish_computation(computation, instructions, name_token.start_pos)
         signature = next((i for i in items if isinstance(i, _Signature)), None)
@@ -492,14 +511,14 @@ class _Parse:
         if header is not None:
             module = Module(header[1].rstrip(":").lstrip("%"))
             for token in header[2]:
-                key, _, value = str(token).partition("=")
-                self._attribute_positions[(None, key)] = token.start_pos
+                key, value = _attribute(token)
+                self._attribute_positions[(None, key)] = _name_pos(token)
                 if key in module.attributes or (key == "entry_computation_layout" and module.entry_layout):
-                    raise self.error(token.start_pos, f"module attribute {key} already exists")
+                    raise self.error(_name_pos(token), f"module attribute {key} already exists")
                 if key == "entry_computation_layout":
-                    module.entry_layout = self._program_layout(value.rstrip(), token.start_pos + len(key) + 1)
+                    module.entry_layout = self._program_layout(value, token.start_pos + str(token).index(value))
                 else:
-                    module.attributes[key] = value.rstrip()
+                    module.attributes[key] = value
         else:
             module = Module(f"module_{entry.name}")
         module.stack_frames = stack_frames
@@ -532,6 +551,12 @@ class _Parse:
         return ProgramLayout(params.elements, result)
 
     def lark_error(self, err: UnexpectedInput) -> HloParseError:
+        expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or ()
+        position = getattr(err, "pos_in_stream", None)
+        if "ARGS" in expected and position is not None:
+            # An argument list that does not close: the fine-grained grammar says why.
+            opening = self.text.rfind("(", 0, position)
+            self._sub_parse(_pad_to(self.text, opening, self.text[opening:]), "nested_arguments", opening)
         if isinstance(err, UnexpectedEOF):
             expected = _describe(err.expected)
             return self.error(len(self.text), f"unexpected end of input, expected {expected}")
@@ -546,6 +571,18 @@ class _Parse:
             char = self.text[err.pos_in_stream : err.pos_in_stream + 1]
             return self.error(err.pos_in_stream, f"unexpected character {char!r}, expected {expected}")
         return self.error(0, str(err))
+
+
+def _attribute(token: Token) -> tuple[str, str]:
+    """``, name=value`` → (name, value)."""
+    key, _, value = str(token).lstrip(",").lstrip().partition("=")
+    return key, value.strip()
+
+
+def _name_pos(token: Token) -> int:
+    """Where the name of a ``, name=value`` token starts."""
+    text = str(token)
+    return token.start_pos + len(text) - len(text.lstrip(",").lstrip())
 
 
 def _describe(terminals: Any) -> str:
