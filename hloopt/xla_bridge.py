@@ -15,6 +15,7 @@ import pickle
 import re
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, BinaryIO
@@ -232,32 +233,100 @@ def _receive(fd: int, keep_waiting: Callable[[], bool] | None) -> Any | None:
     return None if payload is None else pickle.loads(payload)
 
 
-class _Worker:
-    """One ``python -m hloopt.xla_bridge`` child; its stderr goes to a file kept for crash reports."""
+class _Zygote:
+    """``python -m hloopt.xla_bridge --zygote``: imports jax once, then forks ready workers.
+
+    A worker that crashes costs a fork (~10 ms) instead of a fresh interpreter
+    and jax import (~1 s), which matters when hundreds of corpus modules crash
+    XLA. The zygote never starts a backend, so it has no XLA threads to fork.
+    """
 
     def __init__(self) -> None:
-        self._stderr = tempfile.TemporaryFile()
+        self._socket, theirs = socket.socketpair()
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "hloopt.xla_bridge"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
+            [sys.executable, "-m", "hloopt.xla_bridge", "--zygote", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
         )
+        theirs.close()
+        self._lock = threading.Lock()
+
+    def spawn(self, stderr: int) -> tuple[int, int, int]:
+        """A new worker writing its stderr to `stderr`: (pid, request fd, reply fd)."""
+        with self._lock:
+            socket.send_fds(self._socket, [b"spawn"], [stderr])
+            message, fds, _, _ = socket.recv_fds(self._socket, 64, 2)
+        if not message:
+            raise RuntimeError("the XLA worker zygote died")
+        return int(message), fds[0], fds[1]
+
+    def reap(self, pid: int) -> int:
+        """Wait for a worker that has exited or been killed; its return code (-N for signal N)."""
+        with self._lock:
+            self._socket.sendall(f"reap {pid}".encode())
+            return int(self._socket.recv(64))
+
+    def close(self) -> None:
+        self._socket.close()  # the zygote sees EOF and exits
+        self._process.wait()
+
+
+def _zygote_serve(fd: int) -> None:
+    """Zygote loop: fork a worker per ``spawn`` (passing back its pipes), reap one per ``reap``."""
+    import jax.extend  # noqa: F401  (the point of the zygote: imported once, inherited by every fork)
+    import jaxlib._hlo  # noqa: F401
+    from jax._src.interpreters import mlir  # noqa: F401
+
+    channel = socket.socket(fileno=fd)
+    while True:
+        message, fds, _, _ = socket.recv_fds(channel, 64, 1)
+        if not message:
+            return
+        if message.startswith(b"reap "):
+            channel.sendall(str(os.waitstatus_to_exitcode(os.waitpid(int(message[5:]), 0)[1])).encode())
+            continue
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            channel.close()
+            for target, source in ((0, request_read), (1, reply_write), (2, fds[0])):
+                os.dup2(source, target)
+            for unused in (request_read, request_write, reply_read, reply_write, fds[0]):
+                os.close(unused)
+            try:
+                _serve()
+            finally:
+                os._exit(0)
+        socket.send_fds(channel, [str(pid).encode()], [request_write, reply_read])
+        for done in (request_read, request_write, reply_read, reply_write, fds[0]):
+            os.close(done)
+
+
+class _Worker:
+    """One forked worker; its stderr goes to a file kept for crash reports."""
+
+    def __init__(self, zygote: _Zygote) -> None:
+        self._zygote = zygote
+        self._stderr = tempfile.TemporaryFile()
+        self._pid, request, self._replies = zygote.spawn(self._stderr.fileno())
+        self._requests = os.fdopen(request, "wb")
+        self._returncode: int | None = None
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None) -> tuple[str, Any]:
         """``("ok", value)``, ``("error", HloError)``, ``("bug", traceback)`` or ``("crash", XlaCrash)``.
 
         After a crash the worker is gone (killed if it hung, past `timeout` or while dying).
         """
-        assert self._process.stdin is not None and self._process.stdout is not None
         stderr_start = os.fstat(self._stderr.fileno()).st_size
         watch = _Watch(self._stderr.fileno(), stderr_start, timeout)
         stage = "start"
         try:
-            _send(self._process.stdin, (fn, args))
+            _send(self._requests, (fn, args))
         except BrokenPipeError:
             pass  # died before reading: reported as a crash below
         else:
-            while (message := _receive(self._process.stdout.fileno(), watch.keep_waiting)) is not None:
+            while (message := _receive(self._replies, watch.keep_waiting)) is not None:
                 kind, value = message
                 if kind != "stage":
                     return kind, value
@@ -265,12 +334,9 @@ class _Worker:
         return "crash", XlaCrash(stage, self._death_note(watch, stderr_start))
 
     def _death_note(self, watch: _Watch, stderr_start: int) -> str:
-        try:
-            self._process.wait(timeout=0 if watch.expired or watch.dying_since else _DYING_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        code = self._process.returncode
+        if watch.expired or watch.dying_since:
+            os.kill(self._pid, signal.SIGKILL)
+        code = self._reap()
         if watch.expired:
             note = f"worker timed out after {watch.timeout:g} s, killed"
         elif code == -signal.SIGKILL:
@@ -281,13 +347,20 @@ class _Worker:
         causes = [line.strip() for line in lines if _CAUSE.search(line)][:3]
         return "\n".join([note, *causes])
 
+    def _reap(self) -> int:
+        if self._returncode is None:
+            self._returncode = self._zygote.reap(self._pid)
+        return self._returncode
+
     def close(self) -> None:
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait()
-        for stream in (self._process.stdin, self._process.stdout, self._stderr):
-            if stream is not None:
-                stream.close()
+        """End the worker (it is idle or dead, so nothing is lost) and reap it."""
+        self._requests.close()
+        if self._returncode is None:
+            with suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+        self._reap()
+        os.close(self._replies)
+        self._stderr.close()
 
 
 class _Watch:
@@ -339,6 +412,9 @@ def isolated_map(
     worker is a bug and is raised here as a RuntimeError.
     """
     results: list[Any] = [None] * len(calls)
+    if not calls:
+        return results
+    zygote = _Zygote()
     pending = iter(range(len(calls)))
     lock = threading.Lock()
     failures: list[str] = []
@@ -351,7 +427,7 @@ def isolated_map(
                     index = next(pending, None)
                 if index is None:
                     return
-                worker = worker or _Worker()
+                worker = worker or _Worker(zygote)
                 kind, value = worker.call(fn, calls[index], timeout)
                 if kind == "bug":
                     failures.append(value)
@@ -371,6 +447,7 @@ def isolated_map(
         thread.start()
     for thread in threads:
         thread.join()
+    zygote.close()
     if failures:
         raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised in a worker:\n{failures[0]}")
     return results
@@ -418,4 +495,5 @@ def _serve() -> None:
 if __name__ == "__main__":
     from hloopt import xla_bridge
 
-    xla_bridge._serve()  # the imported module, so pickled classes resolve to hloopt.xla_bridge.*
+    # The imported module, not __main__, so pickled classes resolve to hloopt.xla_bridge.*
+    xla_bridge._zygote_serve(int(sys.argv[2]))
