@@ -202,9 +202,9 @@ def _send(stream: BinaryIO, message: Any) -> None:
 
 #: How often a waiting parent looks at the clock and at the worker's stderr.
 _POLL_SECONDS = 0.2
-#: A worker that printed one of these is dying; jaxlib's abort handler sometimes hangs.
+#: A worker that printed one of these is dying (the reason is already printed above the marker),
+#: and jaxlib's abort handler can take seconds or hang while it symbolises the stack: kill it.
 _FATAL_MARKERS = (b"*** Check failure stack trace", b"*** SIGSEGV", b"*** SIGABRT", b"*** SIGBUS", b"*** SIGFPE")
-_DYING_GRACE_SECONDS = 2.0
 #: stderr lines that say why XLA died (glog fatal/error lines, failed checks).
 _CAUSE = re.compile(r"^[FE]\d{4} |Check failed|RET_CHECK|\*\*\* SIG")
 
@@ -334,13 +334,13 @@ class _Worker:
         return "crash", XlaCrash(stage, self._death_note(watch, stderr_start))
 
     def _death_note(self, watch: _Watch, stderr_start: int) -> str:
-        if watch.expired or watch.dying_since:
+        if watch.expired or watch.dying:
             os.kill(self._pid, signal.SIGKILL)
         code = self._reap()
         if watch.expired:
             note = f"worker timed out after {watch.timeout:g} s, killed"
         elif code == -signal.SIGKILL:
-            note = "worker hung after a fatal XLA error, killed"
+            note = "worker killed after a fatal XLA error"
         else:
             note = f"worker died with {signal.Signals(-code).name}" if code < 0 else f"worker exited with code {code}"
         lines = _read_from(self._stderr.fileno(), stderr_start).decode(errors="replace").splitlines()
@@ -371,7 +371,7 @@ class _Watch:
         self._start = self._offset = offset
         self.timeout = timeout
         self._deadline = None if timeout is None else time.monotonic() + timeout
-        self.dying_since: float | None = None
+        self.dying = False
         self.expired = False
 
     def keep_waiting(self) -> bool:
@@ -379,9 +379,8 @@ class _Watch:
         if self._deadline is not None and now > self._deadline:
             self.expired = True
             return False
-        if self.dying_since is None and self._fatal_printed():
-            self.dying_since = now
-        return self.dying_since is None or now - self.dying_since < _DYING_GRACE_SECONDS
+        self.dying = self.dying or self._fatal_printed()
+        return not self.dying
 
     def _fatal_printed(self) -> bool:
         start = max(self._offset - max(map(len, _FATAL_MARKERS)), self._start)
