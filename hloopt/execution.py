@@ -130,10 +130,17 @@ def convert_exact(array: np.ndarray, leaf: ArrayShape, label: str) -> np.ndarray
     return converted
 
 
-def _check_budget(executables: Sequence[Executable], max_bytes: int) -> None:
-    """Refuse before allocating: a corpus module may declare f32[1000000,100000]."""
+def _check_runnable(executables: Sequence[Executable], max_bytes: int) -> None:
+    """Refuse before allocating (a corpus module may declare f32[1000000,100000]), and refuse
+    dynamic results: PJRT hands back their buffers padded to the bound, the padding undefined."""
     total = 0
     for executable in executables:
+        for index, leaf in enumerate(executable.results):
+            if any(leaf.dynamic):
+                raise ExecutionError(
+                    f"{executable.name}: output {index} is {leaf.to_text()}, a dynamic shape; the CPU run "
+                    "returns it padded to its bound with undefined padding, so it cannot be read or compared"
+                )
         for leaf in executable.parameters + executable.results:
             dims, dtype = host_spec(leaf)
             total += math.prod(dims) * dtype.itemsize
@@ -182,7 +189,7 @@ def run(
 ) -> Execution:
     """Compile for the CPU and run once; without `inputs`, make them from `seed`."""
     executable = _compile(module, label)
-    _check_budget([executable], max_bytes)
+    _check_runnable([executable], max_bytes)
     prepared = _prepare(executable, inputs, seed)
     outputs = executable(prepared)
     return Execution(executable.parameters, executable.results, tuple(prepared), tuple(outputs))
@@ -428,7 +435,7 @@ def compare(
 ) -> CompareReport:
     """Run A (the reference) and B on the same inputs, converted exactly to each one's types."""
     executable_a, executable_b = _compile(a, labels[0]), _compile(b, labels[1])
-    _check_budget([executable_a, executable_b], max_bytes)
+    _check_runnable([executable_a, executable_b], max_bytes)
     shared = _shared_inputs(executable_a, executable_b, inputs, seed)
     outputs_a = executable_a(_prepare(executable_a, shared, seed))
     outputs_b = executable_b(_prepare(executable_b, shared, seed))

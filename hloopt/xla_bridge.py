@@ -277,6 +277,7 @@ def _zygote_serve(fd: int) -> None:
     import jaxlib._hlo  # noqa: F401
     from jax._src.interpreters import mlir  # noqa: F401
 
+    _die_with_parent()
     channel = socket.socket(fileno=fd)
     while True:
         message, fds, _, _ = socket.recv_fds(channel, 64, 1)
@@ -289,6 +290,7 @@ def _zygote_serve(fd: int) -> None:
         reply_read, reply_write = os.pipe()
         pid = os.fork()
         if pid == 0:
+            _die_with_parent()
             channel.close()
             for target, source in ((0, request_read), (1, reply_write), (2, fds[0])):
                 os.dup2(source, target)
@@ -301,6 +303,16 @@ def _zygote_serve(fd: int) -> None:
         socket.send_fds(channel, [str(pid).encode()], [request_write, reply_read])
         for done in (request_read, request_write, reply_read, reply_write, fds[0]):
             os.close(done)
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGKILL when the parent dies, so a worker stuck in an endless loop is not orphaned."""
+    import ctypes
+
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:
+        os._exit(1)
 
 
 class _Worker:

@@ -226,3 +226,12 @@ def test_memory_budget_is_checked_before_allocating() -> None:
     text = "HloModule huge\nENTRY main {\n  p = f32[100000,100000] parameter(0)\n  ROOT n = f32[100000,100000] negate(p)\n}\n"
     with pytest.raises(ExecutionError, match="76,293.9 MiB, over the limit of 1,024.0 MiB"):
         execute(text)
+
+
+def test_dynamic_results_are_refused_not_padded_with_garbage() -> None:
+    text = (
+        "HloModule dyn\nENTRY main {\n  p0 = f32[10,20] parameter(0)\n  p1 = s32[] parameter(1)\n"
+        "  ROOT sds = f32[10,<=20] set-dimension-size(p0, p1), dimensions={1}\n}\n"
+    )
+    with pytest.raises(ExecutionError, match=r"output 0 is f32\[10,<=20\], a dynamic shape"):
+        execute(text)
