@@ -56,6 +56,7 @@ _SIMPLE_OPERANDS = re.compile(rf"\s*(?:{_OPERAND_TEXT}\s*(?:,\s*{_OPERAND_TEXT}\
 
 #: Human words for the grammar's terminals, for "expected …" messages.
 _TERMINAL_WORDS = {
+    "INSTRUCTION": "an instruction (`name = shape opcode(...)`)",
     "HEAD": "an instruction (`name = shape opcode(...)`)",
     "ARGS": "an argument list closed by `)`",
     "OPERAND": "an operand name",
@@ -66,7 +67,7 @@ _TERMINAL_WORDS = {
     "INT": "an integer",
     "COMPUTATION_NAME": "a computation name",
     "MODULE_NAME": "a module name",
-    "PARAM_NAME": "a parameter (`name: shape`)",
+    "SIGNATURE": "a signature `(params) -> shape`",
     "ENTRY": "`ENTRY`",
     "HLOMODULE": "`HloModule`",
     "STACK_KEYWORD": "a stack-frame section",
@@ -122,11 +123,10 @@ class _Builder(Transformer):  # type: ignore[type-arg]
     def nested_arguments(self, children: list[Any]) -> list[Any]:
         return [c for c in children if c is not None]
 
-    def param(self, children: list[Token]) -> None:
-        return None
-
-    def signature(self, children: list[Any]) -> _Signature:
-        return _Signature(children[-1])
+    def signature(self, children: list[Token]) -> _Signature:
+        token = children[0]
+        result = token.rpartition("->")[2]
+        return _Signature(_piece(result.strip(), "SHAPE", token.end_pos - len(result.lstrip())))
 
     def instruction(self, children: list[Any]) -> Instruction:
         return self._parse.instruction(children)
@@ -166,7 +166,7 @@ def _lark_for(parse: _Parse) -> Lark:
             _grammar(),
             parser="lalr",
             lexer="contextual",
-            start=["start", "shape", "inline_body", "nested_arguments"],
+            start=["start", "shape", "inline_body", "nested_arguments", "instruction_parts"],
             transformer=_Builder(holder),
             cache=True,
             propagate_positions=False,
@@ -181,7 +181,32 @@ def _lark_for(parse: _Parse) -> Lark:
 class _Signature:
     """A computation's ``(params) -> result``; XLA checks only the result against the root."""
 
-    result: Token
+    result: _Piece
+
+
+class _Piece(str):
+    """A slice of the source with its offset: what a Lark Token is, for much less work."""
+
+    type: str
+    start_pos: int
+    end_pos: int
+
+
+def _piece(text: str, kind: str, start: int) -> _Piece:
+    piece = _Piece(text)
+    piece.type = kind
+    piece.start_pos = start
+    piece.end_pos = start + len(text)
+    return piece
+
+
+@lru_cache(maxsize=1)
+def _splitters() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """The compiled regexes of the grammar's HEAD, ARGS and ATTR terminals."""
+    lark = _POOL.lark
+    assert lark is not None
+    patterns = [lark.get_terminal(name).pattern for name in ("HEAD", "ARGS", "ATTR")]
+    return tuple(re.compile(p.to_regexp(), re.M if "m" in p.flags else 0) for p in patterns)  # type: ignore[return-value]
 
 
 class _ParseHolder:
@@ -268,8 +293,27 @@ class _Parse:
 
     # -- instructions -------------------------------------------------------------
     def instruction(self, children: list[Any]) -> Instruction:
-        head: Token = children[0]
-        args: Token = children[1]
+        """Split an INSTRUCTION token with the grammar's own HEAD, ARGS and ATTR regexes."""
+        token: Token = children[0]
+        text = str(token)
+        base = token.start_pos
+        head_re, args_re, attr_re = _splitters()
+        head = head_re.match(text)
+        assert head is not None
+        args = args_re.match(text, head.end())
+        assert args is not None
+        attributes = []
+        position = args.end()
+        while position < len(text):
+            attribute = attr_re.match(text, position)
+            assert attribute is not None
+            attributes.append(_piece(attribute.group(), "ATTR", base + position))
+            position = attribute.end()
+        return self._instruction(
+            _piece(head.group(), "HEAD", base), _piece(args.group(), "ARGS", base + args.start()), attributes
+        )
+
+    def _instruction(self, head: _Piece, args: _Piece, attributes: list[_Piece]) -> Instruction:
         match = _HEAD.match(head)
         assert match is not None
         rest = head[match.end() : -1]
@@ -284,13 +328,13 @@ class _Parse:
         shape = self.shape(shape_text, shape_pos) if shape_text else None
         instruction = self._build(match.group(2), shape, opcode, opcode_pos, self._arguments(opcode, args))
         self._positions[instruction] = head.start_pos
-        self._add_attributes(instruction, children[2:])
+        self._add_attributes(instruction, attributes)
         if match.group(1):
             self._roots.add(instruction)
         return instruction
 
-    def _arguments(self, opcode: str, args: Token) -> list[Any]:
-        """What stands between `opcode(` and `)`: operand tokens, a parameter number or a literal."""
+    def _arguments(self, opcode: str, args: _Piece) -> list[Any]:
+        """What stands between `opcode(` and `)`: operands, a parameter number or a literal."""
         body = str(args)[:-1]
         start = args.start_pos
         if opcode == "constant":
@@ -298,12 +342,9 @@ class _Parse:
         if "/*" in body:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
         if opcode == "parameter" and body.strip().isdigit():
-            return [Token("INT", body.strip(), start_pos=start + body.index(body.strip()))]
+            return [_piece(body.strip(), "INT", start + body.index(body.strip()))]
         if _SIMPLE_OPERANDS.fullmatch(body):
-            return [
-                Token("OPERAND", m.group(), start_pos=start + m.start(), end_pos=start + m.end())
-                for m in _OPERAND.finditer(body)
-            ]
+            return [_piece(m.group(), "OPERAND", start + m.start()) for m in _OPERAND.finditer(body)]
         return self._sub_parse(_pad_to(self.text, start - 1, "(" + str(args)), "nested_arguments", start)
 
     def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
@@ -334,12 +375,12 @@ class _Parse:
                 raise self.error(literal_pos + err.offset, str(err)) from None
         elif opcode == "parameter":
             number = arguments[0] if len(arguments) == 1 else None
-            if not (isinstance(number, Token) and number.type == "INT" and int(number) >= 0):
+            if not (getattr(number, "type", None) == "INT" and int(number) >= 0):  # type: ignore[arg-type]
                 raise self.error(opcode_pos, "parameter expects one non-negative parameter number")
             parameter_number = int(number)
         else:
             for item in arguments:
-                if isinstance(item, Token) and item.type == "INT":
+                if getattr(item, "type", None) == "INT":
                     raise self.error(item.start_pos, f"expects an operand name, found {item!s}")
             operands = arguments
         if opcode in ("send-done", "outfeed") and shape is not None:
@@ -350,7 +391,7 @@ class _Parse:
         self._pending[instruction] = (operands, None)
         return instruction
 
-    def _add_attributes(self, instruction: Instruction, tokens: list[Token]) -> None:
+    def _add_attributes(self, instruction: Instruction, tokens: list[_Piece]) -> None:
         raw: dict[str, str] = {}
         forward: list[tuple[str, Token]] = []
         attributes = instruction.attributes
@@ -553,6 +594,9 @@ class _Parse:
     def lark_error(self, err: UnexpectedInput) -> HloParseError:
         expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or ()
         position = getattr(err, "pos_in_stream", None)
+        if "INSTRUCTION" in expected and position is not None:
+            # A line that is not one whole instruction: the fine-grained rule says where it breaks.
+            self._sub_parse(_pad_to(self.text, position, self.text[position:]), "instruction_parts", position)
         if "ARGS" in expected and position is not None:
             # An argument list that does not close: the fine-grained grammar says why.
             opening = self.text.rfind("(", 0, position)
@@ -573,16 +617,24 @@ class _Parse:
         return self.error(0, str(err))
 
 
-def _attribute(token: Token) -> tuple[str, str]:
+_ATTRIBUTE_PREFIX = re.compile(r"(?:\s|/\*.*?\*/)*,(?:\s|/\*.*?\*/)*", re.S)
+
+
+def _attribute(token: str) -> tuple[str, str]:
     """``, name=value`` → (name, value)."""
-    key, _, value = str(token).lstrip(",").lstrip().partition("=")
+    text = str(token)
+    if text[:2] == ", " and text[2:3].isalpha():
+        key, _, value = text[2:].partition("=")
+        return key, value.strip()
+    prefix = _ATTRIBUTE_PREFIX.match(text)
+    key, _, value = text[prefix.end() if prefix else 0 :].partition("=")
     return key, value.strip()
 
 
-def _name_pos(token: Token) -> int:
+def _name_pos(token: Any) -> int:
     """Where the name of a ``, name=value`` token starts."""
-    text = str(token)
-    return token.start_pos + len(text) - len(text.lstrip(",").lstrip())
+    prefix = _ATTRIBUTE_PREFIX.match(str(token))
+    return token.start_pos + (prefix.end() if prefix else 0)
 
 
 def _describe(terminals: Any) -> str:

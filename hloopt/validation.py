@@ -202,8 +202,13 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
     for key in ("input_output_alias", "buffer_donor"):
         if key in module.attributes:
             _check_alias_list(module.attributes[key], key)
+    checked_shapes: set[int] = set()
     for computation in module.computations:
         for instruction in computation.instructions:
+            shape = instruction.shape
+            if shape is not None and id(shape) not in checked_shapes:
+                _check_shape(instruction, shape)
+                checked_shapes.add(id(shape))  # shapes are interned: check each once
             _check_instruction(instruction, parse_shape)
 
 
@@ -252,14 +257,15 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> No
         if key not in allowed:
             names = ", ".join(sorted(allowed))
             raise _fail(instruction, f'unexpected attribute "{key}". Allowed attributes: {names}', key)
-    _check_shape(instruction, instruction.shape)
     if suffix in (None, "-start"):
         for check in _CHECKS.get(base, ()):
             check(instruction)
         if base == "custom-call":
             _check_custom_call(instruction, parse_shape)
-    _check_sharding(instruction)
-    _check_iota_replica_groups(instruction)
+    if "sharding" in instruction.attributes:
+        _check_sharding(instruction)
+    if "replica_groups" in instruction.attributes:
+        _check_iota_replica_groups(instruction)
     if base.startswith("async-") or suffix is not None:
         _check_async(instruction, base, suffix)
     if "result_accuracy" in instruction.attributes:
