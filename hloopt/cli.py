@@ -1,6 +1,11 @@
-"""The ``hloopt`` command line: ``run`` now; ``exec``, ``compare``, ``cast``, ``passes`` join the group."""
+"""The ``hloopt`` command line: ``run``, ``passes``, ``exec``, ``compare``, ``cast``.
+
+Subcommands that need numpy or XLA are imported only when invoked, so
+``hloopt run`` starts without them.
+"""
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -28,7 +33,33 @@ def reports_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group whose subcommands named in `lazy` load on first use (click's documented recipe)."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module_name, _, attribute = self.lazy[cmd_name].partition(":")
+            command: click.Command = getattr(importlib.import_module(module_name), attribute)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    lazy={
+        "exec": "hloopt.commands.execution:exec_command",
+        "compare": "hloopt.commands.execution:compare_command",
+        "cast": "hloopt.cast_engine.command:cast_command",
+    },
+)
 @click.version_option(__version__, prog_name="hloopt")
 def main() -> None:
     """Parse, rewrite and print XLA HLO text the way the Neuron compiler's dtype passes do."""
@@ -43,9 +74,14 @@ def main() -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the passes would change the module (0 if not).")
 @click.option("--numerics", type=click.Choice(["xla", "neuron"]), default="xla", show_default=True,
               help="Cast rules for fold-constant-converts: XLA's convert or the Neuron device's.")
+@click.option("--verify-numerics", is_flag=True,
+              help="Run the module before and after the passes through XLA on the CPU and report the differences "
+                   "on stderr; exit 1 when an output is over tolerance.")
+@click.option("--rtol", type=float, default=1e-2, show_default=True, help="Relative tolerance for --verify-numerics.")
+@click.option("--atol", type=float, default=1e-3, show_default=True, help="Absolute tolerance for --verify-numerics.")
 @reports_errors
 def run(input_path: str, output_path: str | None, passes: str | None, dump_dir: str | None,
-        show_diff: bool, check: bool, numerics: str) -> None:
+        show_diff: bool, check: bool, numerics: str, verify_numerics: bool, rtol: float, atol: float) -> None:
     """Read INPUT (a file or - for stdin), run --passes on it, and print it in XLA's canonical style."""
     import difflib
 
@@ -81,6 +117,13 @@ def run(input_path: str, output_path: str | None, passes: str | None, dump_dir: 
         click.echo("".join(diff), nl=False)
     elif output_path is None or output_path == "-":
         click.echo(text, nl=False)
+    if verify_numerics:
+        from hloopt.execution import verify_numerics as compare_runs
+
+        report = compare_runs(source, text, rtol=rtol, atol=atol, labels=(name, "after passes"))
+        click.echo(report.render(), err=True)
+        if not report.ok:
+            sys.exit(1)
 
 
 @main.command("passes")
