@@ -6,6 +6,7 @@ Subcommands that need numpy or XLA are imported only when invoked, so
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -79,16 +80,44 @@ def main() -> None:
                    "on stderr; exit 1 when an output is over tolerance.")
 @click.option("--rtol", type=float, default=1e-2, show_default=True, help="Relative tolerance for --verify-numerics.")
 @click.option("--atol", type=float, default=1e-3, show_default=True, help="Absolute tolerance for --verify-numerics.")
+@click.option("--in-place", is_flag=True, help="Write the result over INPUT (only files whose text changes are rewritten).")
+@click.option("--glob", "globs", multiple=True, metavar="PATTERN",
+              help="Directory INPUT: which files are modules (repeatable; default *.hlo and *.txt, at any depth).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Directory INPUT: modules processed in parallel processes [default: the CPU count].")
+@click.option("--report", "report_path", metavar="FILE",
+              help="Directory INPUT: write a JSON report (per module: passes, rewrite counts, time, errors).")
 @reports_errors
 def run(input_path: str, output_path: str | None, passes: str | None, dump_dir: str | None,
-        show_diff: bool, check: bool, numerics: str, verify_numerics: bool, rtol: float, atol: float) -> None:
-    """Read INPUT (a file or - for stdin), run --passes on it, and print it in XLA's canonical style."""
+        show_diff: bool, check: bool, numerics: str, verify_numerics: bool, rtol: float, atol: float,
+        in_place: bool, globs: tuple[str, ...], jobs: int | None, report_path: str | None) -> None:
+    """Read INPUT (a file, - for stdin, or a directory of modules), run --passes on it, and print it in XLA's canonical style.
+
+    A directory INPUT is processed module by module into -o OUTDIR (the tree
+    mirrored), or --in-place, or only checked (--check) or diffed (--diff).
+    """
     import difflib
 
     from hloopt.fileio import read_text, write_atomic
     from hloopt.parser import parse
     from hloopt.passes.pipeline import run_pipeline
 
+    if in_place and (input_path == "-" or output_path is not None):
+        raise click.UsageError("--in-place writes over INPUT: it needs a file or directory INPUT and no -o")
+    if input_path != "-" and os.path.isdir(input_path):
+        from hloopt.batch import run_directory
+
+        run_directory(input_path, output_path, passes=passes, dump_dir=dump_dir, show_diff=show_diff, check=check,
+                      numerics=numerics, verify_numerics=verify_numerics, rtol=rtol, atol=atol, in_place=in_place,
+                      globs=globs, jobs=jobs, report_path=report_path)
+        return
+    given = [flag for flag, value in (("--glob", globs), ("--jobs", jobs), ("--report", report_path)) if value]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only apply to a directory INPUT")
+    if in_place:
+        output_path = input_path
+    elif output_path not in (None, "-") and input_path != "-" and _same_file(input_path, output_path):
+        raise HloError(f"{output_path}: is the input file; use --in-place to overwrite it")
     name = "<stdin>" if input_path == "-" else input_path
     source = read_text(input_path)
     module = parse(source, name)
@@ -124,6 +153,13 @@ def run(input_path: str, output_path: str | None, passes: str | None, dump_dir: 
         click.echo(report.render(), err=True)
         if not report.ok:
             sys.exit(1)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either is missing or unreadable: not the same file; reading reports it
+        return False
 
 
 @main.command("passes")
