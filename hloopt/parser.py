@@ -149,17 +149,24 @@ def _grammar() -> str:
     return resources.files("hloopt.grammar").joinpath("hlo.lark").read_text()
 
 
+class _ParseHolder:
+    """The parse the shared builder is working for (sub-parses nest inside one text's parse)."""
+
+    current: _Parse | None = None
+
+
 class _ParserPool(threading.local):
     """One Lark parser per thread: the builder it is bound to carries per-parse state."""
 
     lark: Lark | None = None
-    parse: _Parse | None = None
+    holder: _ParseHolder = _ParseHolder()
 
 
 _POOL = _ParserPool()
 
 
 def _lark_for(parse: _Parse) -> Lark:
+    """The thread's Lark parser (built once; Lark caches its tables on disk), bound to `parse`."""
     if _POOL.lark is None:
         holder = _ParseHolder()
         _POOL.lark = Lark(
@@ -172,8 +179,8 @@ def _lark_for(parse: _Parse) -> Lark:
             propagate_positions=False,
             maybe_placeholders=True,
         )
-        _POOL.holder = holder  # type: ignore[attr-defined]
-    _POOL.holder.current = parse  # type: ignore[attr-defined]
+        _POOL.holder = holder
+    _POOL.holder.current = parse
     return _POOL.lark
 
 
@@ -207,10 +214,6 @@ def _splitters() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     assert lark is not None
     patterns = [lark.get_terminal(name).pattern for name in ("HEAD", "ARGS", "ATTR")]
     return tuple(re.compile(p.to_regexp(), re.M if "m" in p.flags else 0) for p in patterns)  # type: ignore[return-value]
-
-
-class _ParseHolder:
-    current: _Parse | None = None
 
 
 class _Parse:
@@ -289,7 +292,7 @@ class _Parse:
         except UnexpectedInput as err:
             raise self.lark_error(err) from None
         finally:
-            _POOL.holder.current = self  # type: ignore[attr-defined]
+            _POOL.holder.current = self
 
     # -- instructions -------------------------------------------------------------
     def instruction(self, children: list[Any]) -> Instruction:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from functools import cache
 from typing import Any, Union
 
 import numpy as np
 
-from hloopt.ir.shape import ArrayShape, COMPLEX_TYPES, FLOAT_TYPES, Shape, TupleShape
+from hloopt.ir.shape import ArrayShape, COMPLEX_TYPES, FLOAT_TYPES, Shape, TupleShape, fold_tree, literal_parts
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _ELEMENT = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
@@ -127,11 +128,24 @@ def _split_tuple(text: str) -> list[tuple[str, int]]:
 
 
 def _check_count(text: str, shape: Shape) -> None:
+    """Element counts against the shape, tuple parts in order (a stack, not recursion: tuples nest freely)."""
+    stack: list[tuple[str, Shape, int]] = [(text, shape, 0)]
+    while stack:
+        current, current_shape, base = stack.pop()
+        try:
+            parts = _check_level(current, current_shape)
+        except LiteralError as err:
+            raise LiteralError(str(err), base + err.offset) from None
+        stack.extend((part, element, base + offset) for (part, offset), element in reversed(parts))
+
+
+def _check_level(text: str, shape: Shape) -> list[tuple[tuple[str, int], Shape]]:
+    """Check one level; a tuple returns its parts (text, offset) with their shapes, checked next."""
     body = strip_comments(text)
     if isinstance(shape, TupleShape):
         stripped = body.strip()
         if stripped.startswith("{") and "..." in stripped:
-            return
+            return []
         if not stripped.startswith("("):
             raise LiteralError(f"expects a tuple literal for shape {shape.to_text()}")
         parts = _split_tuple(body)
@@ -139,16 +153,11 @@ def _check_count(text: str, shape: Shape) -> None:
             raise LiteralError(
                 f"tuple literal has {len(parts)} elements, shape {shape.to_text()} has {len(shape.elements)}"
             )
-        for (part, offset), element in zip(parts, shape.elements):
-            try:
-                _check_count(part, element)
-            except LiteralError as err:
-                raise LiteralError(str(err), offset + err.offset) from None
-        return
+        return list(zip(parts, shape.elements))
     if shape.element_type == "token":
-        return
+        return []
     if "..." in body:
-        return
+        return []
     if shape.element_type in COMPLEX_TYPES:
         found = len(_COMPLEX_ELEMENT.findall(body))
     else:
@@ -159,6 +168,7 @@ def _check_count(text: str, shape: Shape) -> None:
         raise LiteralError(
             f"literal has {found} elements but shape {shape.to_text()} has {expected}"
         )
+    return []
 
 
 def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
@@ -211,11 +221,17 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
 
 
 def decode_literal(text: str, shape: Shape) -> LiteralValue:
-    """Decode literal text to a numpy array (a tuple of them for tuple shapes)."""
-    if isinstance(shape, TupleShape):
-        parts = _split_tuple(strip_comments(text))
-        return tuple(decode_literal(part, element) for (part, _), element in zip(parts, shape.elements))
-    return _decode_array(text, shape)
+    """Decode literal text to a numpy array (a tuple of them for tuple shapes, at any depth)."""
+
+    def parts(item: tuple[str, Shape]) -> Iterator[tuple[str, Shape]] | None:
+        part_text, part_shape = item
+        if not isinstance(part_shape, TupleShape):
+            return None
+        split = _split_tuple(strip_comments(part_text))
+        return ((part, element) for (part, _), element in zip(split, part_shape.elements))
+
+    return fold_tree((text, shape), parts, lambda item: _decode_array(*item),  # type: ignore[arg-type]
+                     lambda _, values: tuple(values))
 
 
 # ---------------------------------------------------------------------------
@@ -233,13 +249,12 @@ def format_float(value: Any, element_type: str) -> str:
     """One float as XLA prints it: shortest ``%g`` that reads back, NaN payloads kept."""
     as_double = float(value)
     if math.isnan(as_double):
-        bits_dtype = np.dtype(f"u{np.dtype(numpy_dtype(element_type)).itemsize}")
-        bits = int(np.array(value, dtype=numpy_dtype(element_type)).view(bits_dtype))
-        width = 8 * bits_dtype.itemsize
-        sign = "-" if numpy_dtype(element_type).itemsize and bits >> (width - 1) & 1 else ""
+        dtype = numpy_dtype(element_type)
+        bits = int(np.array(value, dtype=dtype).view(f"u{dtype.itemsize}"))
+        # The sign bit is the storage's top bit (fnuz NaN is 0x80: "-nan"); e8m0 has none.
+        negative = element_type != "f8e8m0fnu" and bits >> (8 * dtype.itemsize - 1) & 1
+        sign = "-" if negative else ""
         mantissa = _PAYLOAD_TYPES.get(element_type)
-        if element_type in ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu"):
-            sign = "-" if sign and element_type == "f8e4m3fn" else ""
         if mantissa is not None:
             payload = bits & ((1 << mantissa) - 1)
             if payload != 1 << (mantissa - 1):
@@ -247,6 +262,9 @@ def format_float(value: Any, element_type: str) -> str:
         return f"{sign}nan"
     if math.isinf(as_double):
         return "-inf" if as_double < 0 else "inf"
+    if as_double == 0 and math.copysign(1.0, as_double) < 0:
+        # XLA prints "-0", which its parser reads as the integer 0: "-0.0" keeps the sign.
+        return "-0.0"
     if element_type == "f32":
         text = "%.6g" % as_double
         return text if np.float32(float(text)) == np.float32(as_double) else "%.9g" % as_double
@@ -298,10 +316,11 @@ def _format_array(array: np.ndarray, element_type: str) -> str:
 
 
 def format_literal(value: LiteralValue, shape: Shape) -> str:
-    """Literal text in XLA's one-line print style."""
-    if isinstance(shape, TupleShape):
-        assert isinstance(value, tuple)
-        parts = [format_literal(v, s) for v, s in zip(value, shape.elements)]
-        return "( " + ", ".join(parts) + " )"
-    assert isinstance(value, np.ndarray)
-    return _format_array(value, shape.element_type)
+    """Literal text in XLA's one-line print style (tuples at any depth)."""
+
+    def leaf(item: tuple[LiteralValue, ArrayShape]) -> str:
+        array, array_shape = item
+        return _format_array(np.asarray(array, dtype=numpy_dtype(array_shape.element_type)), array_shape.element_type)
+
+    return fold_tree((value, shape), literal_parts, leaf,  # type: ignore[arg-type]
+                     lambda _, parts: "( " + ", ".join(parts) + " )")
