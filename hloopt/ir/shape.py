@@ -6,9 +6,13 @@ hundred distinct Shape objects.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Union
+from itertools import zip_longest
+from typing import TypeVar, Union
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: Every primitive type name XLA's text format knows (``xla_data.proto``).
 PRIMITIVE_TYPES: frozenset[str] = frozenset(
@@ -86,6 +90,17 @@ class TupleShape:
 
     elements: tuple[Shape, ...] = ()
 
+    # Equality and hashing walk the nesting iteratively: the dataclass versions recurse per level.
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, TupleShape):
+            return NotImplemented
+        return all(a == b for a, b in zip_longest(_structure(self), _structure(other), fillvalue=_END))
+
+    def __hash__(self) -> int:
+        return hash(tuple(_structure(self)))
+
     def to_text(self, with_layout: bool = True) -> str:
         # Iterative so that deeply nested tuples do not hit the recursion limit.
         out: list[str] = []
@@ -144,14 +159,81 @@ def leaf_shapes(shape: Shape) -> list[ArrayShape]:
     return leaves
 
 
+def _structure(shape: TupleShape) -> Iterator[object]:
+    """Pre-order tokens of a tuple: ``("(", n)`` per tuple of n elements, then each non-tuple leaf."""
+    stack: list[Shape] = [shape]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, TupleShape):
+            yield ("(", len(current.elements))
+            stack.extend(reversed(current.elements))
+        else:
+            yield current
+
+
+_END = object()
+
+
+def fold_tree(
+    root: T,
+    children: Callable[[T], Iterable[T] | None],
+    leaf: Callable[[T], R],
+    node: Callable[[T, list[R]], R],
+) -> R:
+    """Bottom-up fold of a tree without recursion, so nesting depth is bounded by memory, not the stack.
+
+    `children(item)` is None for a leaf, else an iterable consumed lazily (one
+    child's subtree is folded before the next child is drawn, the order a
+    recursive fold would create things in); `node(item, folded_children)` combines.
+    """
+    kids = children(root)
+    if kids is None:
+        return leaf(root)
+    stack: list[tuple[T, Iterator[T], list[R]]] = [(root, iter(kids), [])]
+    while True:
+        item, pending, done = stack[-1]
+        child = next(pending, _END)
+        if child is _END:
+            stack.pop()
+            value = node(item, done)
+            if not stack:
+                return value
+            stack[-1][2].append(value)
+            continue
+        grandchildren = children(child)  # type: ignore[arg-type]
+        if grandchildren is None:
+            done.append(leaf(child))  # type: ignore[arg-type]
+        else:
+            stack.append((child, iter(grandchildren), []))  # type: ignore[arg-type]
+
+
+def tuple_elements(shape: Shape) -> tuple[Shape, ...] | None:
+    """A tuple's elements, None for any other shape (the `children` of `fold_tree` over shapes)."""
+    return shape.elements if isinstance(shape, TupleShape) else None
+
+
+def literal_parts(item: tuple[object, Shape]) -> Iterator[tuple[object, Shape]] | None:
+    """(value, shape) of each element of a tuple literal's value, None for an array (`fold_tree` children)."""
+    value, shape = item
+    if not isinstance(shape, TupleShape):
+        return None
+    assert isinstance(value, tuple)
+    return zip(value, shape.elements)
+
+
 def map_leaves(shape: Shape, fn: Callable[[ArrayShape], ArrayShape]) -> Shape:
     """Rebuild `shape` with `fn` applied to each array leaf (returns `shape` itself if nothing changed)."""
-    if isinstance(shape, ArrayShape):
-        return fn(shape)
-    if isinstance(shape, BufferShape):
-        inner = fn(shape.shape)
-        return shape if inner is shape.shape else BufferShape(inner)
-    elements = tuple(map_leaves(e, fn) for e in shape.elements)
-    if all(a is b for a, b in zip(elements, shape.elements)):
-        return shape
-    return TupleShape(elements)
+
+    def leaf(current: Shape) -> Shape:
+        if isinstance(current, BufferShape):
+            inner = fn(current.shape)
+            return current if inner is current.shape else BufferShape(inner)
+        return fn(current)  # type: ignore[arg-type]
+
+    def node(current: Shape, elements: list[Shape]) -> Shape:
+        assert isinstance(current, TupleShape)
+        if all(a is b for a, b in zip(elements, current.elements)):
+            return current
+        return TupleShape(tuple(elements))
+
+    return fold_tree(shape, tuple_elements, leaf, node)

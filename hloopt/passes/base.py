@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from hloopt.ir.module import Computation, Instruction, InstructionList, Module
-from hloopt.ir.shape import ArrayShape, Shape, TupleShape
+from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, tuple_elements
 from hloopt.shape_inference import ShapeResolver
 
 
@@ -83,11 +83,12 @@ class OpExpanderPass(HloPass):
 
 def to_f32(shape: Shape) -> Shape:
     """``ShapeUtil::ChangeElementType(shape, F32)`` for an array; tuples element by element."""
-    if isinstance(shape, ArrayShape):
-        return shape.with_element_type("f32")
-    if isinstance(shape, TupleShape):
-        return TupleShape(tuple(to_f32(e) for e in shape.elements))
-    raise TypeError(f"cannot change the element type of {shape.to_text()}")
+    def leaf(current: Shape) -> Shape:
+        if isinstance(current, ArrayShape):
+            return current.with_element_type("f32")
+        raise TypeError(f"cannot change the element type of {current.to_text()}")
+
+    return fold_tree(shape, tuple_elements, leaf, lambda _, elements: TupleShape(tuple(elements)))
 
 
 def new_instruction(

@@ -11,14 +11,17 @@ docs/decisions.md.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hloopt.cast_engine import cast
-from hloopt.ir.literal import Literal
+from hloopt.ir.literal import Literal, LiteralValue
 from hloopt.ir.module import Computation, Instruction, Module, ProgramLayout
-from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape, Shape, TupleShape, leaf_shapes, map_leaves
+from hloopt.ir.shape import (
+    COMPLEX_TYPES, ArrayShape, Shape, TupleShape, fold_tree, leaf_shapes, literal_parts, map_leaves,
+)
 from hloopt.passes.base import HloPass, PassResult, insert_after, known_shape, new_instruction
 from hloopt.shape_inference import ShapeResolver
 
@@ -191,30 +194,50 @@ def _retype(instruction: Instruction) -> None:
         instruction.shape = upcast_shape(instruction.shape)
 
 
-def _upcast_value(value: object, shape: Shape) -> object:
-    if isinstance(shape, TupleShape):
-        assert isinstance(value, tuple)
-        return tuple(_upcast_value(v, s) for v, s in zip(value, shape.elements))
-    assert isinstance(value, np.ndarray) and isinstance(shape, ArrayShape)
-    if shape.element_type not in UPCAST_TYPES:
-        return value
-    # reshape: the engine hands 0-d input back as shape (1,) (reported to its owner).
-    return cast(np.ascontiguousarray(value), shape.element_type, "f32", profile="xla").reshape(value.shape)
+def _upcast_value(value: LiteralValue, shape: Shape) -> LiteralValue:
+    def leaf(item: tuple[LiteralValue, Shape]) -> LiteralValue:
+        array, array_shape = item
+        assert isinstance(array, np.ndarray) and isinstance(array_shape, ArrayShape)
+        if array_shape.element_type not in UPCAST_TYPES:
+            return array
+        # reshape: the engine hands 0-d input back as shape (1,) (reported to its owner).
+        return cast(np.ascontiguousarray(array), array_shape.element_type, "f32", profile="xla").reshape(array.shape)
+
+    return fold_tree((value, shape), literal_parts, leaf, lambda _, values: tuple(values))
 
 
 def _convert_chain(module: Module, value: Instruction, source: Shape, target: Shape) -> list[Instruction]:
-    """Instructions turning `value` (of shape `source`) into `target`; the last one is the result."""
-    if isinstance(source, TupleShape) and isinstance(target, TupleShape):
-        created: list[Instruction] = []
-        parts: list[Instruction] = []
-        for index, (s, t) in enumerate(zip(source.elements, target.elements)):
-            gte = new_instruction(module, "get-tuple-element", s, [value], {"index": str(index)})
-            created.append(gte)
-            chain = _convert_chain(module, gte, s, t) if s != t else []
-            created += chain
-            parts.append(chain[-1] if chain else gte)
-        return created + [new_instruction(module, "tuple", target, parts)]
-    return [new_instruction(module, "convert", target, [value])]
+    """Instructions turning `value` (of shape `source`) into `target`; the last one is the result.
+
+    Tuples are taken apart element by element (get-tuple-element, convert, tuple) at any depth;
+    an element whose shape already matches passes through as its get-tuple-element.
+    """
+    created: list[Instruction] = []
+    root = (value, source, target)
+
+    def take(part: Instruction, index: int, s: Shape, t: Shape) -> tuple[Instruction, Shape, Shape]:
+        created.append(new_instruction(module, "get-tuple-element", s, [part], {"index": str(index)}))
+        return created[-1], s, t
+
+    def elements(item: tuple[Instruction, Shape, Shape]) -> Iterator[tuple[Instruction, Shape, Shape]] | None:
+        part, s, t = item
+        if not (isinstance(s, TupleShape) and isinstance(t, TupleShape)) or (s == t and item is not root):
+            return None
+        return (take(part, index, es, et) for index, (es, et) in enumerate(zip(s.elements, t.elements)))
+
+    def leaf(item: tuple[Instruction, Shape, Shape]) -> Instruction:
+        part, s, t = item
+        if s != t or item is root:
+            created.append(new_instruction(module, "convert", t, [part]))
+            return created[-1]
+        return part
+
+    def node(item: tuple[Instruction, Shape, Shape], parts: list[Instruction]) -> Instruction:
+        created.append(new_instruction(module, "tuple", item[2], parts))
+        return created[-1]
+
+    fold_tree(root, elements, leaf, node)
+    return created
 
 
 def _narrow(module: Module, computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> None:
