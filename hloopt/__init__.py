@@ -2,11 +2,24 @@
 
     module = hloopt.parse(text)      # HLO text -> typed IR (hloopt.ir)
     text = module.to_text()          # IR -> XLA's canonical text
+    hloopt.execute(module, inputs)   # run on the CPU through XLA
+    hloopt.compare(a, b)             # run two modules on the same inputs, compare
 """
+from typing import Any
+
 from hloopt.errors import HloError, HloParseError
 from hloopt.ir import Module
 from hloopt.parser import parse
 
 __version__ = "0.1.0"
 
-__all__ = ["HloError", "HloParseError", "Module", "parse", "__version__"]
+__all__ = ["HloError", "HloParseError", "Module", "compare", "execute", "parse", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """`execute` and `compare` load XLA's bridge only when first used."""
+    if name in ("execute", "compare"):
+        from hloopt import execution
+
+        return getattr(execution, name)
+    raise AttributeError(f"module 'hloopt' has no attribute {name!r}")
