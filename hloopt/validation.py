@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hloopt.ir.literal import SEPARATORS as _SEPARATORS
 from hloopt.ir.literal import numpy_dtype, strip_comments
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
 from hloopt.ir.shape import (
@@ -625,8 +626,7 @@ def _check_nesting(instruction: Instruction, text: str, shape: ArrayShape) -> No
         return  # a bare scalar: XLA accepts it even for arrays (it pads with zeros)
     if shape.rank == 0:
         raise _fail(instruction, "expects a scalar literal, but sees an array")
-    skeleton = re.sub(r"\([^()]*\)", "0", body) if shape.element_type in COMPLEX_TYPES else body
-    skeleton = re.sub(r"[^{}]", "", skeleton)
+    skeleton = "".join(_BRACE.findall(body))
     expected = _skeleton(shape.dims)
     if skeleton != expected:
         depth = max_depth = 0
@@ -641,11 +641,28 @@ def _check_nesting(instruction: Instruction, text: str, shape: ArrayShape) -> No
     if shape.rank >= 1 and shape.element_count > 0:
         row_length = shape.dims[-1]
         element = r"\([^()]*\)" if shape.element_type in COMPLEX_TYPES else r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+"
-        for index, row in enumerate(re.findall(r"\{([^{}]*)\}", re.sub(r"/\*.*?\*/", "", body, flags=re.S))):
-            count = len(re.findall(element, row))
+        for index, row in enumerate(_ROW.findall(body)):
+            # A split on separators counts plain numbers fast; parentheses need the regex.
+            count = len(re.findall(element, row)) if "(" in row else len(row.translate(_SEPARATORS).split())
             if count != row_length:
                 more = "more" if count > row_length else "fewer"
                 raise _fail(instruction, f"expects {row_length} elements in the [{index}]th element, but sees {more}")
+
+
+_BRACE = re.compile(r"[{}]")
+_ROW = re.compile(r"\{([^{}]*)\}")
+def _fast_numbers(body: str, dtype: type) -> np.ndarray | None:
+    """All numbers of a literal parsed in C, or None when it needs the careful path."""
+    if "(" in body:
+        return None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return np.fromstring(body.translate(_SEPARATORS), dtype=dtype, sep=" ")  # type: ignore[call-overload]
+        except (ValueError, DeprecationWarning):
+            return None
 
 
 def _skeleton(dims: tuple[int, ...]) -> str:
@@ -660,11 +677,14 @@ def _check_values(instruction: Instruction, text: str, shape: ArrayShape) -> Non
     element_type = shape.element_type
     body = strip_comments(text)
     if element_type in INT_TYPES:
-        tokens = re.findall(r"[^\s,{}()]+", body)
-        try:
-            values = [int(t) for t in tokens if t not in ("true", "false")]
-        except ValueError as err:
-            raise _fail(instruction, f"expects integer literal values: {err}") from None
+        fast = _fast_numbers(body, np.int64) if element_type != "u64" else None
+        if fast is not None:
+            values = [int(fast.min()), int(fast.max())] if fast.size else []
+        else:
+            try:
+                values = [int(t) for t in re.findall(r"[^\s,{}()]+", body) if t not in ("true", "false")]
+            except ValueError as err:
+                raise _fail(instruction, f"expects integer literal values: {err}") from None
         if values:
             info = np.iinfo(numpy_dtype(element_type)) if element_type not in ("s2", "u2", "s4", "u4", "s1", "u1") else None
             bits = int(element_type[1:])
@@ -681,7 +701,8 @@ def _check_values(instruction: Instruction, text: str, shape: ArrayShape) -> Non
         return
     if element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
         part_type = {"c64": "f32", "c128": "f64"}.get(element_type, element_type)
-        tokens = re.findall(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+", body)
+        fast = _fast_numbers(body, np.float64)
+        tokens = [] if fast is not None and np.isfinite(fast).all() else re.findall(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+", body)
         for token in tokens:
             if "(" in token:
                 payload = int(token.split("(0x")[1].rstrip(")"), 16)
@@ -692,7 +713,7 @@ def _check_values(instruction: Instruction, text: str, shape: ArrayShape) -> Non
                     raise _fail(instruction, f"tries to set NaN payload 0x{payload:x} to a literal in shape {shape.to_text(False)}, but the NaN payload is out of range")
         numbers = [t for t in tokens if "(" not in t and t not in ("nan", "-nan", "inf", "-inf")]
         try:
-            values = np.array(numbers, dtype=np.float64) if numbers else np.zeros(0)
+            values = fast if not tokens and fast is not None else np.array(numbers or [], dtype=np.float64)
         except ValueError as err:
             raise _fail(instruction, f"expects number literal values: {err}") from None
         if values.size and not np.all(np.isfinite(values)):
