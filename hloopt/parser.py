@@ -47,6 +47,8 @@ _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\
 _NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*$")
 _HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
+#: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here.
+_SIZE = re.compile(r"\d{1,18}")
 _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _OPERAND_TEXT = r"(?:[a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?\s*,?\s*)?%?[A-Za-z_][A-Za-z0-9_.\-]*"
@@ -252,14 +254,13 @@ class _Parse:
             if part == "?":
                 dims.append(UNBOUNDED)
                 dynamic.append(True)
-            elif part.startswith("<="):
-                dims.append(int(part[2:]))
-                dynamic.append(True)
-            elif part.isdigit():
-                dims.append(int(part))
-                dynamic.append(False)
-            else:
-                raise self.error(offset, f"bad dimension {part!r} in shape {token!r}")
+                continue
+            bounded = part.startswith("<=")
+            digits = part[2:].strip() if bounded else part
+            if not _SIZE.fullmatch(digits):
+                raise self.error(offset, f"bad dimension {part[:40]!r} in shape {token[:80]!r}")
+            dims.append(int(digits))
+            dynamic.append(bounded)
         layout = self._layout(layout_text, len(dims), token, offset) if layout_text is not None else None
         if layout is None and element_type not in ("token", "opaque"):
             layout = default_layout(len(dims))
@@ -267,7 +268,10 @@ class _Parse:
 
     def _layout(self, text: str, rank: int, token: str, offset: int) -> Layout:
         order_text, _, tail = text.partition(":")
-        order = tuple(int(p) for p in order_text.replace(" ", "").split(",") if p)
+        parts = [p for p in order_text.replace(" ", "").split(",") if p]
+        if not all(_SIZE.fullmatch(p) for p in parts):
+            raise self.error(offset, f"expects a layout of dimension numbers, found {{{text[:60]}}}")
+        order = tuple(int(p) for p in parts)
         if len(order) != rank:
             raise self.error(offset, f"layout {{{text}}} does not match the rank of {token!r}")
         return Layout(order, tail.strip())
@@ -302,14 +306,15 @@ class _Parse:
         base = token.start_pos
         head_re, args_re, attr_re = _splitters()
         head = head_re.match(text)
-        assert head is not None
-        args = args_re.match(text, head.end())
-        assert args is not None
+        args = args_re.match(text, head.end()) if head else None
+        if head is None or args is None:
+            raise self.error(base, "expects an instruction (`name = shape opcode(...)`)")
         attributes = []
         position = args.end()
         while position < len(text):
             attribute = attr_re.match(text, position)
-            assert attribute is not None
+            if attribute is None:
+                raise self.error(base + position, "expects an attribute (`, name=value`)")
             attributes.append(_piece(attribute.group(), "ATTR", base + position))
             position = attribute.end()
         return self._instruction(
@@ -318,12 +323,14 @@ class _Parse:
 
     def _instruction(self, head: _Piece, args: _Piece, attributes: list[_Piece]) -> Instruction:
         match = _HEAD.match(head)
-        assert match is not None
+        if match is None:
+            raise self.error(head.start_pos, "expects an instruction name and `=`")
         rest = head[match.end() : -1]
         if "/*" in rest:
             rest = _COMMENT.sub(lambda m: " " * len(m.group()), rest)
         opcode_match = _TRAILING_OPCODE.search(rest)
-        assert opcode_match is not None
+        if opcode_match is None:
+            raise self.error(head.start_pos, "expects an opcode before `(`")
         opcode = opcode_match.group(1)
         opcode_pos = head.start_pos + match.end() + opcode_match.start(1)
         shape_text = rest[: opcode_match.start()].strip()
@@ -344,7 +351,7 @@ class _Parse:
             return [(body.strip(), start + len(body) - len(body.lstrip()))]
         if "/*" in body:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
-        if opcode == "parameter" and body.strip().isdigit():
+        if opcode == "parameter" and _SIZE.fullmatch(body.strip()):
             return [_piece(body.strip(), "INT", start + body.index(body.strip()))]
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_piece(m.group(), "OPERAND", start + m.start()) for m in _OPERAND.finditer(body)]
@@ -378,7 +385,7 @@ class _Parse:
                 raise self.error(literal_pos + err.offset, str(err)) from None
         elif opcode == "parameter":
             number = arguments[0] if len(arguments) == 1 else None
-            if not (getattr(number, "type", None) == "INT" and int(number) >= 0):  # type: ignore[arg-type]
+            if not (getattr(number, "type", None) == "INT" and _SIZE.fullmatch(str(number))):
                 raise self.error(opcode_pos, "parameter expects one non-negative parameter number")
             parameter_number = int(number)
         else:

@@ -156,7 +156,7 @@ MODULE_ATTRIBUTES: frozenset[str] = frozenset(
 
 _API_VERSIONS = {"API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"}
 _DIRECTIONS = {"EQ", "NE", "GE", "GT", "LE", "LT"}
-_INT = re.compile(r"-?\d+")
+_INT = re.compile(r"-?\d{1,18}")
 _PADDING = re.compile(r"-?\d+_-?\d+(_\d+)?(x-?\d+_-?\d+(_\d+)?)*")
 _SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
 _ALIAS_ENTRY = re.compile(
@@ -341,7 +341,7 @@ def _check_mesh_groups(instruction: Instruction, value: str) -> None:
         raise _fail(instruction, "expects string: device_ids in a mesh are not supported here", "replica_groups")
     axes = re.findall(r"'([^']*)'\s*=\s*(\d+)", mesh)
     names = [name for name, _ in axes]
-    for item in re.findall(r"'([^']*)'|(\d+)", selected):
+    for item in re.findall(r"'([^']*)'|(\d{1,9})", selected):
         name, index = item
         if name and name not in names:
             raise _fail(instruction, f"'{name}' is not a valid axis name or index", "replica_groups")
@@ -484,10 +484,10 @@ def _check_sharding(instruction: Instruction) -> None:
     if not isinstance(value, str):
         return
     for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
-        product = math.prod(int(d) for d in tiles.split(","))
+        product = math.prod(_dims(tiles))
         if devices.startswith("<="):
             iota = re.match(r"<=\[([\d,]+)\]", devices)
-            if iota and math.prod(int(d) for d in iota.group(1).split(",")) != product:
+            if iota and math.prod(_dims(iota.group(1))) != product:
                 raise _fail(instruction, "iota device list does not match the tile assignment dimensions product", "sharding")
         elif devices and len(devices.split(",")) != product:
             raise _fail(instruction, "device list does not match the tile assignment size", "sharding")
@@ -498,8 +498,8 @@ def _check_iota_replica_groups(instruction: Instruction) -> None:
     if isinstance(groups, str):
         match = re.fullmatch(r"\[([\d,]+)\]<=\[([\d,]+)\].*", groups.strip())
         if match:
-            outer = math.prod(int(d) for d in match.group(1).split(","))
-            inner = math.prod(int(d) for d in match.group(2).split(","))
+            outer = math.prod(_dims(match.group(1)))
+            inner = math.prod(_dims(match.group(2)))
             if outer != inner:
                 raise _fail(instruction, "replica group iota does not match the tile assignment dimensions product", "replica_groups")
 

@@ -241,14 +241,7 @@ def test_deep_nesting_error_points_into_the_nest(depth: int) -> None:
     ],
     ids=["dim", "parameter", "s32", "f32", "u64", "attribute", "header", "layout"],
 )
-def test_huge_numbers(template: str, number: str, request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.id in PARSER_INT_BUGS:
-        request.applymarker(pytest.mark.xfail(raises=ValueError, strict=True, reason=PARSER_INT_BUGS_REASON))
+def test_huge_numbers(template: str, number: str) -> None:
     check_parses_or_located_error(template.format(n=number).encode())
 
 
-#: Found by this fuzzer: hloopt/parser.py calls int() on dimension, layout and parameter-number
-#: text unchecked (owner: the parser). Strict, so the marker must go when the parser is fixed.
-PARSER_INT_BUGS = {"dim-5000-digits", "parameter-5000-digits", "layout-5000-digits", "layout-1e99999"}
-PARSER_INT_BUGS_REASON = ("parser.py int(): >4300 digits hit Python's int-string limit, '1e99999' in a layout "
-                          "reaches int() — a ValueError instead of a located HloParseError")
