@@ -23,7 +23,6 @@ from hloopt.ir.module import (
     COMPUTATION_ATTRIBUTES,
     COMPUTATION_LIST_ATTRIBUTES,
     INSTRUCTION_LIST_ATTRIBUTES,
-    AttributeValue,
     Computation,
     ComputationList,
     Instruction,

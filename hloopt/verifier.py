@@ -11,7 +11,7 @@ from __future__ import annotations
 from hloopt.errors import HloError
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.shape import (
-    COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES, ArrayShape, Shape, TupleShape, leaf_shapes,
+    COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES, ArrayShape, Shape, leaf_shapes,
 )
 from hloopt.shape_inference import BINARY_SAME, UNARY_SAME, ShapeResolver, infer
 

@@ -19,7 +19,6 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings

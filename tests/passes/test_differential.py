@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 import xla_helper
