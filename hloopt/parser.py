@@ -79,7 +79,7 @@ _TERMINAL_WORDS = {
     "RPAR": "`)`",
     "LBRACE": "`{`",
     "RBRACE": "`}`",
-    "__ANON_0": "`->`",
+    "__ANON_0": "`b(`",
     "$END": "end of input",
 }
 

@@ -638,7 +638,8 @@ def _check_nesting(instruction: Instruction, text: str, shape: ArrayShape) -> No
         if max_depth < shape.rank:
             raise _fail(instruction, f"expects nested array in rank {shape.rank}, but sees {max_depth}")
         raise _fail(instruction, f"literal nesting does not match the dimensions {list(shape.dims)}")
-    if shape.rank >= 1 and shape.element_count > 0:
+    # Rank 1 is one row, and Literal.check (run at parse) has already counted it.
+    if shape.rank >= 2 and shape.element_count > 0:
         row_length = shape.dims[-1]
         element = r"\([^()]*\)" if shape.element_type in COMPLEX_TYPES else r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+"
         for index, row in enumerate(_ROW.findall(body)):
