@@ -18,6 +18,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from hloopt.errors import HloParseError, parse_error_at
+from hloopt.gcpause import paused_gc
 from hloopt.ir.literal import Literal, LiteralError
 from hloopt.ir.module import (
     COMPUTATION_ATTRIBUTES,
@@ -50,10 +51,16 @@ _HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|
 _SIZE = re.compile(r"\d{1,18}")
 _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_OPERAND_TEXT = r"(?:[a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?\s*,?\s*)?%?[A-Za-z_][A-Za-z0-9_.\-]*"
+_NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*"
+#: An operand list of names alone (compiled text): split on commas.
+_NAMES = re.compile(rf"\s*(?:{_NAME}\s*(?:,\s*{_NAME}\s*)*)?")
+_OPERAND_TEXT = rf"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{{[^{{}}]*\}})?)\s*,?\s*)?%?([A-Za-z_][A-Za-z0-9_.\-]*)"
+#: An operand: group 1 its declared array shape, if any, group 2 its name.
 _OPERAND = re.compile(_OPERAND_TEXT)
-#: An operand list of names, optionally with array shapes: the common case, split without Lark.
+#: An operand list of names with array shapes (XLA's canonical text), split without Lark.
 _SIMPLE_OPERANDS = re.compile(rf"\s*(?:{_OPERAND_TEXT}\s*(?:,\s*{_OPERAND_TEXT}\s*)*)?")
+#: A head `ROOT %name = shape opcode(` with no comments in it.
+_PLAIN_HEAD = re.compile(rf"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]}})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S)
 
 #: Human words for the grammar's terminals, for "expected …" messages.
 _TERMINAL_WORDS = {
@@ -98,7 +105,9 @@ class _Builder(Transformer):  # type: ignore[type-arg]
 
     def shape(self, children: list[Any]) -> Shape:
         child = children[0]
-        return child if isinstance(child, (TupleShape, BufferShape)) else self._parse.array_shape(child)
+        if isinstance(child, (TupleShape, BufferShape)):
+            return child
+        return self._parse.array_shape(child, self._parse.position(child))
 
     def tuple_shape(self, children: list[Any]) -> TupleShape:
         return TupleShape(tuple(c for c in children if c is not None))
@@ -106,7 +115,7 @@ class _Builder(Transformer):  # type: ignore[type-arg]
     def buffer_shape(self, children: list[Any]) -> BufferShape:
         inner = children[0]
         if not isinstance(inner, ArrayShape):
-            raise self._parse.error(0, "a buffer shape b(...) must wrap an array shape")
+            raise self._parse.error(self._parse.position_of_fragment(), "a buffer shape b(...) must wrap an array shape")
         return BufferShape(inner)
 
     def header(self, children: list[Token]) -> tuple[str, Token, list[Token]]:
@@ -129,8 +138,8 @@ class _Builder(Transformer):  # type: ignore[type-arg]
         result = token.rpartition("->")[2]
         return _Signature(_piece(result.strip(), "SHAPE", token.end_pos - len(result.lstrip())))
 
-    def instruction(self, children: list[Any]) -> Instruction:
-        return self._parse.instruction(children)
+    def instruction(self, children: list[Token]) -> Instruction:
+        return self._parse.instruction(children[0])
 
     def computation(self, children: list[Any]) -> Computation:
         return self._parse.computation(children)
@@ -200,6 +209,11 @@ class _Piece(str):
     end_pos: int
 
 
+def _operand_item(name: str, declared: str | None) -> str | tuple[str, str]:
+    """An operand as `_place` resolves it: its name, with the shape text it declares if any."""
+    return (name, declared) if declared else name
+
+
 def _piece(text: str, kind: str, start: int) -> _Piece:
     piece = _Piece(text)
     piece.type = kind
@@ -208,13 +222,27 @@ def _piece(text: str, kind: str, start: int) -> _Piece:
     return piece
 
 
+@dataclass(frozen=True)
+class _Splitters:
+    """Regexes built from the grammar's own terminals, to split what Lark lexed as one token."""
+
+    #: Optional gap, then one instruction: groups `head`, `args` (up to its `)`) and `attrs`.
+    instruction: re.Pattern[str]
+    attribute: re.Pattern[str]
+    gap: re.Pattern[str]
+
+
 @lru_cache(maxsize=1)
-def _splitters() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """The compiled regexes of the grammar's HEAD, ARGS and ATTR terminals."""
+def _splitters() -> _Splitters:
     lark = _POOL.lark
     assert lark is not None
-    patterns = [lark.get_terminal(name).pattern for name in ("HEAD", "ARGS", "ATTR")]
-    return tuple(re.compile(p.to_regexp(), re.M if "m" in p.flags else 0) for p in patterns)  # type: ignore[return-value]
+    head, args, attr, space, comment = (
+        lark.get_terminal(n).pattern.to_regexp() for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT")
+    )
+    gap = f"(?:{space}|{comment})*+"  # what the parser ignores between tokens: the grammar's _BODY_GAP
+    return _Splitters(
+        re.compile(f"{gap}(?P<head>{head})(?P<args>{args})(?P<attrs>(?:{attr})*)"), re.compile(attr), re.compile(gap)
+    )
 
 
 class _Parse:
@@ -225,15 +253,20 @@ class _Parse:
         self.filename = filename
         self.computations: dict[str, Computation] = {}
         self.ordered: list[Computation] = []
-        self._pending: dict[Instruction, tuple[list[Any], Token | None]] = {}
+        #: Operand items, control-predecessors text and the argument list's offset, until placed.
+        self._pending: dict[Instruction, tuple[list[Any], str | None, int]] = {}
         self._shape_cache: dict[str, Shape] = {}
         self._inline_count = 0
-        self._callee_refs: list[tuple[Instruction, list[tuple[str, Token]]]] = []
+        self._callee_refs: list[tuple[Instruction, list[str]]] = []
         self._roots: set[Instruction] = set()
         self._positions: dict[Instruction, int] = {}
         self._computation_positions: dict[Computation, int] = {}
-        self._attribute_positions: dict[tuple[Instruction | None, str], int] = {}
+        self._module_attribute_positions: dict[str, int] = {}
+        #: Where each instruction's attribute run starts, to find an attribute again for an error.
+        self._attribute_runs: dict[Instruction, int] = {}
         self._anon_counts: dict[str, int] = {}
+        #: (start, end) in the text of what Lark is parsing now: the text, or a sub-parse's fragment.
+        self._fragment = (0, len(text))
 
     # -- errors ---------------------------------------------------------------
     def error(self, offset: int, message: str) -> HloParseError:
@@ -282,94 +315,148 @@ class _Parse:
             return cached
         where = offset if offset is not None else getattr(token, "start_pos", 0)
         if text[:1] == "(" or text[:2] == "b(":
-            padded = _pad_to(self.text, where, text) if where else text
-            shape: Shape = self._sub_parse(padded, "shape", where)
+            shape: Shape = self._sub_parse(text, "shape", where)
         else:
             shape = self.array_shape(text, where)
         self._shape_cache[text] = shape
         return shape
 
-    def _sub_parse(self, text: str, start: str, offset: int) -> Any:
+    def _sub_parse(self, fragment: str, start: str, offset: int) -> Any:
+        """Parse `fragment`, which stands at `offset` in the text, from the start rule `start`.
+
+        Lark sees the fragment alone (no padding to rescan); `position` adds the offset back.
+        """
+        outer = self._fragment
+        self._fragment = (offset, offset + len(fragment))
         try:
-            return _lark_for(self).parse(text, start=start)
+            return _lark_for(self).parse(fragment, start=start)
         except UnexpectedInput as err:
             raise self.lark_error(err) from None
         finally:
+            self._fragment = outer
             _POOL.holder.current = self
 
-    # -- instructions -------------------------------------------------------------
-    def instruction(self, children: list[Any]) -> Instruction:
-        """Split an INSTRUCTION token with the grammar's own HEAD, ARGS and ATTR regexes."""
-        token: Token = children[0]
-        text = str(token)
-        base = token.start_pos
-        head_re, args_re, attr_re = _splitters()
-        head = head_re.match(text)
-        args = args_re.match(text, head.end()) if head else None
-        if head is None or args is None:
-            raise self.error(base, "expects an instruction (`name = shape opcode(...)`)")
-        attributes = []
-        position = args.end()
-        while position < len(text):
-            attribute = attr_re.match(text, position)
-            if attribute is None:
-                raise self.error(base + position, "expects an attribute (`, name=value`)")
-            attributes.append(_piece(attribute.group(), "ATTR", base + position))
-            position = attribute.end()
-        return self._instruction(
-            _piece(head.group(), "HEAD", base), _piece(args.group(), "ARGS", base + args.start()), attributes
-        )
+    def position(self, token: Token) -> int:
+        """A Lark token's offset in the whole text (tokens of a sub-parse count from its fragment)."""
+        return int(token.start_pos or 0) + self._fragment[0]
 
-    def _instruction(self, head: _Piece, args: _Piece, attributes: list[_Piece]) -> Instruction:
-        match = _HEAD.match(head)
+    def position_of_fragment(self) -> int:
+        return self._fragment[0]
+
+    # -- instructions -------------------------------------------------------------
+    def body(self, token: Token) -> list[Instruction]:
+        """Split a BODY token into instructions, exactly as the lexer would have (see the grammar)."""
+        text = str(token)
+        base = self.position(token)
+        splitters = _splitters()
+        instructions: list[Instruction] = []
+        position = 1
+        match = splitters.instruction.match(text, position)
+        while match is not None:
+            instructions.append(self._instruction(match, base))
+            position = match.end()
+            match = splitters.instruction.match(text, position)
+        gap = splitters.gap.match(text, position)
+        if gap is None or gap.end() != len(text) - 1:
+            # The regex matched the body only by backtracking: one token per instruction says where it breaks.
+            result: list[Instruction] = self._sub_parse(text, "inline_body", base)
+            return result
+        return instructions
+
+    def instruction(self, token: Token) -> Instruction:
+        """An INSTRUCTION token (inline bodies and the token-per-instruction fallback)."""
+        match = _splitters().instruction.fullmatch(str(token))
         if match is None:
-            raise self.error(head.start_pos, "expects an instruction name and `=`")
-        rest = head[match.end() : -1]
-        if "/*" in rest:
-            rest = _COMMENT.sub(lambda m: " " * len(m.group()), rest)
-        opcode_match = _TRAILING_OPCODE.search(rest)
-        if opcode_match is None:
-            raise self.error(head.start_pos, "expects an opcode before `(`")
-        opcode = opcode_match.group(1)
-        opcode_pos = head.start_pos + match.end() + opcode_match.start(1)
-        shape_text = rest[: opcode_match.start()].strip()
-        shape_pos = head.start_pos + match.end() + (len(rest) - len(rest.lstrip()))
+            raise self.error(self.position(token), "expects an instruction (`name = shape opcode(...)`)")
+        return self._instruction(match, self.position(token))
+
+    def _instruction(self, match: re.Match[str], base: int) -> Instruction:
+        """Build one instruction from the `head`, `args` and `attrs` groups of the split regex."""
+        head = match.group("head")
+        head_pos = base + match.start("head")
+        parts = _PLAIN_HEAD.fullmatch(head) if "/*" not in head else None
+        if parts is not None:
+            root, name, shape_text, opcode = parts.groups()
+            shape_pos, opcode_pos = head_pos + parts.start(3), head_pos + parts.start(4)
+        else:
+            root, name, shape_text, shape_pos, opcode, opcode_pos = self._commented_head(head, head_pos)
         shape = self.shape(shape_text, shape_pos) if shape_text else None
-        instruction = self._build(match.group(2), shape, opcode, opcode_pos, self._arguments(opcode, args))
-        self._positions[instruction] = head.start_pos
-        self._add_attributes(instruction, attributes)
-        if match.group(1):
+        args_pos = base + match.start("args")
+        arguments = self._arguments(opcode, match.group("args")[:-1], args_pos)
+        instruction = self._build(name, shape, opcode, opcode_pos, arguments, args_pos)
+        self._positions[instruction] = head_pos
+        attributes = match.group("attrs")
+        if attributes:
+            self._add_attributes(instruction, attributes, base + match.start("attrs"))
+        if root:
             self._roots.add(instruction)
         return instruction
 
-    def _arguments(self, opcode: str, args: _Piece) -> list[Any]:
-        """What stands between `opcode(` and `)`: operands, a parameter number or a literal."""
-        body = str(args)[:-1]
-        start = args.start_pos
+    def _commented_head(self, head: str, head_pos: int) -> tuple[str | None, str, str | None, int, str, int]:
+        """(root, name, shape text, its offset, opcode, its offset) of a head with comments in it."""
+        match = _HEAD.match(head)
+        if match is None:
+            raise self.error(head_pos, "expects an instruction name and `=`")
+        rest = _COMMENT.sub(lambda m: " " * len(m.group()), head[match.end() : -1])
+        opcode_match = _TRAILING_OPCODE.search(rest)
+        if opcode_match is None:
+            raise self.error(head_pos, "expects an opcode before `(`")
+        shape_text = rest[: opcode_match.start()].strip()
+        shape_pos = head_pos + match.end() + (len(rest) - len(rest.lstrip()))
+        opcode_pos = head_pos + match.end() + opcode_match.start(1)
+        return match.group(1), match.group(2), shape_text or None, shape_pos, opcode_match.group(1), opcode_pos
+
+    def _arguments(self, opcode: str, body: str, start: int) -> list[Any]:
+        """What stands between `opcode(` and `)`: operands, a parameter number or a literal.
+
+        Operands come back as a bare name, a (name, declared shape text) pair, or a
+        nested Instruction; their offsets are found again only for an error.
+        """
         if opcode == "constant":
             return [(body.strip(), start + len(body) - len(body.lstrip()))]
         if "/*" in body:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
         if opcode == "parameter" and _SIZE.fullmatch(body.strip()):
             return [_piece(body.strip(), "INT", start + body.index(body.strip()))]
+        if _NAMES.fullmatch(body):
+            return [name.strip().lstrip("%") for name in body.split(",")] if body.strip() else []
         if _SIMPLE_OPERANDS.fullmatch(body):
-            return [_piece(m.group(), "OPERAND", start + m.start()) for m in _OPERAND.finditer(body)]
-        return self._sub_parse(_pad_to(self.text, start - 1, "(" + str(args)), "nested_arguments", start)
+            return [_operand_item(m.group(2), m.group(1)) for m in _OPERAND.finditer(body)]
+        items = self._sub_parse("(" + body + ")", "nested_arguments", start - 1)
+        return self._operand_items(items)
+
+    def _operand_items(self, items: list[Any]) -> list[Any]:
+        """The tokens of the `nested_arguments` rule as operand items (INT tokens stay, for _build)."""
+        converted: list[Any] = []
+        for item in items:
+            if isinstance(item, Token) and item.type == "OPERAND":
+                match = _TRAILING_NAME.search(item)
+                assert match is not None
+                converted.append(_operand_item(match.group(1), item[: match.start()].strip().rstrip(",").rstrip()))
+            elif isinstance(item, Token):
+                converted.append(_piece(str(item), item.type, self.position(item)))
+            else:
+                converted.append(item)
+        return converted
 
     def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
         """An anonymous instruction written as an operand, named ``<opcode>.anon`` as XLA does."""
         shape_text, _, opcode = head.strip().rpartition(" ")
-        shape = self.shape(shape_text.strip(), head.start_pos) if shape_text.strip() else None
+        head_pos, arguments_pos = self.position(head), self.position(arguments)
+        shape = self.shape(shape_text.strip(), head_pos) if shape_text.strip() else None
         if opcode == "constant":
-            items: list[Any] = [(str(arguments)[1:-1].strip(), arguments.start_pos + 1)]
+            items: list[Any] = [(str(arguments)[1:-1].strip(), arguments_pos + 1)]
         else:
-            items = self._sub_parse(_pad_to(self.text, arguments.start_pos, str(arguments)), "nested_arguments", 0)
+            items = self._operand_items(self._sub_parse(str(arguments), "nested_arguments", arguments_pos))
         name = f"{opcode}.anon"
         count = self._anon_counts.get(name, 0)
         self._anon_counts[name] = count + 1
-        return self._build(name if count == 0 else f"{name}.{count}", shape, opcode, head.start_pos, items)
+        unique = name if count == 0 else f"{name}.{count}"
+        return self._build(unique, shape, opcode, head_pos, items, arguments_pos + 1)
 
-    def _build(self, name: str, shape: Shape | None, opcode: str, opcode_pos: int, arguments: list[Any]) -> Instruction:
+    def _build(
+        self, name: str, shape: Shape | None, opcode: str, opcode_pos: int, arguments: list[Any], args_pos: int
+    ) -> Instruction:
         literal: Literal | None = None
         parameter_number: int | None = None
         operands: list[Any] = []
@@ -386,10 +473,10 @@ class _Parse:
             number = arguments[0] if len(arguments) == 1 else None
             if not (getattr(number, "type", None) == "INT" and _SIZE.fullmatch(str(number))):
                 raise self.error(opcode_pos, "parameter expects one non-negative parameter number")
-            parameter_number = int(number)
+            parameter_number = int(number)  # type: ignore[arg-type]
         else:
             for item in arguments:
-                if getattr(item, "type", None) == "INT":
+                if isinstance(item, _Piece):
                     raise self.error(item.start_pos, f"expects an operand name, found {item!s}")
             operands = arguments
         if opcode in ("send-done", "outfeed") and shape is not None:
@@ -397,52 +484,74 @@ class _Parse:
             # dumps write `(data, token[])` or `()`); keep the two in agreement.
             shape = ArrayShape("token")
         instruction = Instruction(name, opcode, shape, (), {}, literal, parameter_number)
-        self._pending[instruction] = (operands, None)
+        self._pending[instruction] = (operands, None, args_pos)
         return instruction
 
-    def _add_attributes(self, instruction: Instruction, tokens: list[_Piece]) -> None:
+    def _add_attributes(self, instruction: Instruction, text: str, offset: int) -> None:
+        """The ``, name=value`` run after the arguments; offsets are found again only for an error."""
+        self._attribute_runs[instruction] = offset
         raw: dict[str, str] = {}
-        forward: list[tuple[str, Token]] = []
+        forward: list[str] = []
         attributes = instruction.attributes
-        for token in tokens:
-            key, value = _attribute(token)
+        attribute_re = _splitters().attribute
+        position = 0
+        while position < len(text):
+            match = attribute_re.match(text, position)
+            assert match is not None  # the split regex matched the whole run
+            position = match.end()
+            key, value = _attribute(match.group())
             if key in raw:
                 if raw[key] == value:
                     continue  # XLA's printer repeats `statistics=` on async ops; same value, same meaning
-                raise self.error(_name_pos(token), f"attribute {key} already exists")
+                where = _name_pos(_piece(match.group(), "ATTR", offset + match.start()))
+                raise self.error(where, f"attribute {key} already exists")
             raw[key] = value
-            self._attribute_positions[(instruction, key)] = _name_pos(token)
             if key in INSTRUCTION_LIST_ATTRIBUTES:
-                self._pending[instruction] = (self._pending[instruction][0], token)
+                operands, _, args_pos = self._pending[instruction]
+                self._pending[instruction] = (operands, value, args_pos)
                 attributes[key] = InstructionList(())  # resolved when the computation closes
             elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
-                attributes[key] = self._inline_computation(value, token.start_pos + len(str(token)) - len(value))
+                attributes[key] = self._inline_computation(value, offset + position - len(value))
             elif key in COMPUTATION_ATTRIBUTES or key in COMPUTATION_LIST_ATTRIBUTES:
                 attributes[key] = value  # resolved when the module closes: callees may come later
-                forward.append((key, token))
+                forward.append(key)
             else:
                 attributes[key] = value
         if forward:
             self._callee_refs.append((instruction, forward))
 
+    def _attribute_offset(self, instruction: Instruction, key: str) -> int | None:
+        """Where attribute `key` of `instruction` is named in the text."""
+        position = self._attribute_runs.get(instruction)
+        if position is None:
+            return None
+        attribute_re = _splitters().attribute
+        match = attribute_re.match(self.text, position)
+        while match is not None:
+            if _attribute(match.group())[0] == key:
+                return _name_pos(_piece(match.group(), "ATTR", match.start()))
+            match = attribute_re.match(self.text, match.end())
+        return None
+
     def _resolve_callees(self) -> None:
-        for instruction, refs in self._callee_refs:
-            for key, token in refs:
+        for instruction, keys in self._callee_refs:
+            for key in keys:
                 value = str(instruction.attributes[key])
                 if key in COMPUTATION_LIST_ATTRIBUTES:
                     names = _NAME_LIST.findall(value)
-                    instruction.attributes[key] = ComputationList(tuple(self._callee(n, token) for n in names))
+                    instruction.attributes[key] = ComputationList(tuple(self._callee(n, instruction, key) for n in names))
                 else:
-                    instruction.attributes[key] = self._callee(value, token)
+                    instruction.attributes[key] = self._callee(value, instruction, key)
 
-    def _callee(self, name: str, token: Token) -> Computation:
+    def _callee(self, name: str, instruction: Instruction, key: str) -> Computation:
         computation = self.computations.get(name.lstrip("%"))
         if computation is None:
-            raise self.error(_name_pos(token), f"computation {name.lstrip('%')} does not exist")
+            where = self._attribute_offset(instruction, key) or 0
+            raise self.error(where, f"computation {name.lstrip('%')} does not exist")
         return computation
 
     def _inline_computation(self, body: str, offset: int) -> Computation:
-        instructions = self._sub_parse(_pad_to(self.text, offset, body), "inline_body", offset)
+        instructions = self._sub_parse(body, "inline_body", offset)
         name = "_" if self._inline_count == 0 else f"_.{self._inline_count}"
         while name in self.computations:
             self._inline_count += 1
@@ -464,7 +573,9 @@ class _Parse:
         computation = Computation(name, is_entry)
         instructions = [i for i in items[index + 1 :] if isinstance(i, Instruction)]
         for token in items[index + 1 :]:
-            if isinstance(token, Token) and token.type == "ATTR":
+            if isinstance(token, Token) and token.type == "BODY":
+                instructions = self.body(token)
+            elif isinstance(token, Token) and token.type == "ATTR":
                 key, value = _attribute(token)
                 computation.attributes[key] = value
         self._computation_positions[computation] = name_token.start_pos
@@ -498,27 +609,27 @@ class _Parse:
 
     def _place(self, instruction: Instruction, computation: Computation, scope: dict[str, Instruction], offset: int) -> None:
         """Resolve an instruction's operands in `scope`, then append it (nested operands first)."""
-        operand_items, control = self._pending.pop(instruction)
+        operand_items, control, args_pos = self._pending.pop(instruction)
         for item in operand_items:
             if isinstance(item, Instruction):
                 self._place(item, computation, scope, offset)
                 instruction.append_operand(item)
                 continue
-            match = _TRAILING_NAME.search(item)
-            assert match is not None
-            operand_name = match.group(1)
-            operand = scope.get(operand_name)
+            name, declared_text = (item, None) if isinstance(item, str) else item
+            operand = scope.get(name)
             if operand is None:
                 raise self.error(
-                    item.end_pos - len(operand_name),
-                    f"instruction {operand_name} does not exist (operands must be defined earlier in the computation)",
+                    self._operand_offset(args_pos, name),
+                    f"instruction {name} does not exist (operands must be defined earlier in the computation)",
                 )
-            declared_text = item[: match.start()].strip().rstrip(",").rstrip()
-            if declared_text and operand.shape is not None:
-                declared = self.shape(declared_text, item.start_pos)
+            if declared_text is not None and operand.shape is not None:
+                declared = self._shape_cache.get(declared_text)
+                if declared is None:
+                    declared = self.shape(declared_text, self._declared_offset(args_pos, name, declared_text))
                 if not compatible(declared, operand.shape):
+                    where = self._declared_offset(args_pos, name, declared_text)
                     raise self.error(
-                        item.start_pos,
+                        where,
                         f"The declared operand shape {declared.to_text()} is not compatible with the shape "
                         f"of the operand instruction {operand.shape.to_text()}.",
                     )
@@ -530,9 +641,10 @@ class _Parse:
                 instruction.shape = TupleShape((recv_shape.elements[0], ArrayShape("token")))
         if control is not None:
             preds = []
-            for pred_name in _NAME_LIST.findall(control.partition("=")[2]):
+            for pred_name in _NAME_LIST.findall(control):
                 if pred_name not in scope:
-                    raise self.error(control.start_pos, f"control predecessor {pred_name} does not exist")
+                    where = self._attribute_offset(instruction, "control-predecessors") or offset
+                    raise self.error(where, f"control predecessor {pred_name} does not exist")
                 preds.append(scope[pred_name])
             instruction.attributes["control-predecessors"] = InstructionList(tuple(preds))
         if instruction.name in scope:
@@ -540,6 +652,15 @@ class _Parse:
             raise self.error(where, f"instruction {instruction.name} already exists in computation {computation.name}")
         scope[instruction.name] = instruction
         computation.append(instruction)
+
+    def _declared_offset(self, args_pos: int, name: str, declared_text: str) -> int:
+        """Where the shape declared for operand `name` is written."""
+        return self.text.rfind(declared_text, args_pos, self._operand_offset(args_pos, name))
+
+    def _operand_offset(self, args_pos: int, name: str) -> int:
+        """Where operand `name` is written in the argument list starting at `args_pos`."""
+        match = re.compile(rf"(?<![A-Za-z0-9_.\-%])%?{re.escape(name)}(?![A-Za-z0-9_.\-])").search(self.text, args_pos)
+        return match.start() if match is not None else args_pos
 
     def module(self, children: list[Any]) -> Module:
         header: tuple[str, Token, list[Token]] | None = None
@@ -562,7 +683,7 @@ class _Parse:
             module = Module(header[1].rstrip(":").lstrip("%"))
             for token in header[2]:
                 key, value = _attribute(token)
-                self._attribute_positions[(None, key)] = _name_pos(token)
+                self._module_attribute_positions[key] = _name_pos(token)
                 if key in module.attributes or (key == "entry_computation_layout" and module.entry_layout):
                     raise self.error(_name_pos(token), f"module attribute {key} already exists")
                 if key == "entry_computation_layout":
@@ -582,7 +703,10 @@ class _Parse:
 
     def _issue_offset(self, issue: InvalidHlo) -> int:
         """Where to point for a semantic error: the attribute, else the instruction or computation."""
-        position = self._attribute_positions.get((issue.instruction, issue.attribute or ""))
+        if issue.instruction is None:
+            position = self._module_attribute_positions.get(issue.attribute or "")
+        else:
+            position = self._attribute_offset(issue.instruction, issue.attribute) if issue.attribute else None
         if position is None and issue.instruction is not None:
             position = self._positions.get(issue.instruction)
         if position is None and issue.computation is not None:
@@ -601,29 +725,31 @@ class _Parse:
         return ProgramLayout(params.elements, result)
 
     def lark_error(self, err: UnexpectedInput) -> HloParseError:
+        """A located error for what Lark refused (positions made absolute for a sub-parse)."""
+        start, end = self._fragment
         expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or ()
         position = getattr(err, "pos_in_stream", None)
+        position = None if position is None else start + position
         if "INSTRUCTION" in expected and position is not None:
             # A line that is not one whole instruction: the fine-grained rule says where it breaks.
-            self._sub_parse(_pad_to(self.text, position, self.text[position:]), "instruction_parts", position)
+            self._sub_parse(self.text[position:end], "instruction_parts", position)
         if "ARGS" in expected and position is not None:
             # An argument list that does not close: the fine-grained grammar says why.
-            opening = self.text.rfind("(", 0, position)
-            self._sub_parse(_pad_to(self.text, opening, self.text[opening:]), "nested_arguments", opening)
+            opening = self.text.rfind("(", start, position)
+            self._sub_parse(self.text[opening:end], "nested_arguments", opening)
         if isinstance(err, UnexpectedEOF):
             expected = _describe(err.expected)
-            return self.error(len(self.text), f"unexpected end of input, expected {expected}")
+            return self.error(end, f"unexpected end of input, expected {expected}")
         if isinstance(err, UnexpectedToken):
             expected = _describe(err.expected)
             found = _describe([err.token.type]) if err.token.type == "$END" else repr(str(err.token)[:40])
             at_end = err.token.type == "$END" or err.token.start_pos is None
-            offset = len(self.text) if at_end else err.token.start_pos
+            offset = end if at_end else self.position(err.token)
             return self.error(offset, f"expected {expected}, found {found}")
         if isinstance(err, UnexpectedCharacters):
             expected = _describe(err.allowed or [])
-            char = self.text[err.pos_in_stream : err.pos_in_stream + 1]
-            return self.error(err.pos_in_stream, f"unexpected character {char!r}, expected {expected}")
-        return self.error(0, str(err))
+            return self.error(start + err.pos_in_stream, f"unexpected character {self.text[start + err.pos_in_stream]!r}, expected {expected}")
+        return self.error(start, str(err))
 
 
 _ATTRIBUTE_PREFIX = re.compile(r"(?:\s|/\*.*?\*/)*,(?:\s|/\*.*?\*/)*", re.S)
@@ -653,11 +779,6 @@ def _describe(terminals: Any) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def _pad_to(text: str, offset: int, fragment: str) -> str:
-    """`fragment` preceded by blanks (newlines kept), so Lark's offsets match `text`'s."""
-    return re.sub(r"[^\n]", " ", text[:offset]) + fragment
-
-
 def parse(text: str, filename: str = "<string>") -> Module:
     """Parse HLO module text into the IR; raises HloParseError with file:line:col."""
     if "\0" in text:
@@ -665,7 +786,8 @@ def parse(text: str, filename: str = "<string>") -> Module:
     state = _Parse(text, filename)
     lark = _lark_for(state)
     try:
-        return lark.parse(text, start="start")
+        with paused_gc():
+            return lark.parse(text, start="start")
     except UnexpectedInput as err:
         raise state.lark_error(err) from None
     except RecursionError:

@@ -198,10 +198,28 @@ class Computation:
         return removed
 
     def post_order(self) -> list[Instruction]:
-        """Operands before users, from the root; unreachable instructions included (iterative)."""
+        """Operands before users, from the root; unreachable instructions included (iterative).
+
+        Text order already is this order when every instruction follows its operands
+        and control predecessors, as parsed text does: that case costs one scan.
+        """
+        root = self.root
+        order = [i for i in self.instructions if i is not root] + ([root] if root else [])
+        placed: set[Instruction] = set()
+        for instruction in order:
+            for dependency in instruction.operands:
+                if dependency not in placed:
+                    return self._depth_first_post_order(order)
+            if "control-predecessors" in instruction.attributes:
+                for dependency in instruction.control_predecessors():
+                    if dependency not in placed:
+                        return self._depth_first_post_order(order)
+            placed.add(instruction)
+        return order
+
+    def _depth_first_post_order(self, roots: list[Instruction]) -> list[Instruction]:
         order: list[Instruction] = []
         visited: set[Instruction] = set()
-        roots = [i for i in self.instructions if i is not self.root] + ([self.root] if self.root else [])
         for start in roots:
             if start in visited:
                 continue

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hloopt.fileio import write_atomic
+from hloopt.gcpause import paused_gc
 from hloopt.ir.module import Module
 from hloopt.passes.registry import PassInfo, select
 from hloopt.verifier import verify
@@ -57,7 +58,8 @@ def run_pipeline(
     step = 0
     for info in ordered:
         hlo_pass = info.make(numerics)
-        changed = hlo_pass.run(module)
+        with paused_gc():
+            changed = hlo_pass.run(module)
         report.passes.append(PassReport(info.name, changed, hlo_pass.last.rewritten, tuple(hlo_pass.last.warnings)))
         if not changed:
             continue
