@@ -54,13 +54,13 @@ _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*"
 #: An operand list of names alone (compiled text): split on commas.
 _NAMES = re.compile(rf"\s*(?:{_NAME}\s*(?:,\s*{_NAME}\s*)*)?")
-_OPERAND_TEXT = rf"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{{[^{{}}]*\}})?)\s*,?\s*)?%?([A-Za-z_][A-Za-z0-9_.\-]*)"
+_OPERAND_TEXT = r"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?)\s*,?\s*)?%?([A-Za-z_][A-Za-z0-9_.\-]*)"
 #: An operand: group 1 its declared array shape, if any, group 2 its name.
 _OPERAND = re.compile(_OPERAND_TEXT)
 #: An operand list of names with array shapes (XLA's canonical text), split without Lark.
 _SIMPLE_OPERANDS = re.compile(rf"\s*(?:{_OPERAND_TEXT}\s*(?:,\s*{_OPERAND_TEXT}\s*)*)?")
 #: A head `ROOT %name = shape opcode(` with no comments in it.
-_PLAIN_HEAD = re.compile(rf"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]}})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S)
+_PLAIN_HEAD = re.compile(r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S)
 
 #: Human words for the grammar's terminals, for "expected …" messages.
 _TERMINAL_WORDS = {
@@ -226,10 +226,46 @@ def _piece(text: str, kind: str, start: int) -> _Piece:
 class _Splitters:
     """Regexes built from the grammar's own terminals, to split what Lark lexed as one token."""
 
-    #: Optional gap, then one instruction: groups `head`, `args` (up to its `)`) and `attrs`.
+    #: Optional gap, then an instruction's head and argument list: groups `head` and `args` (up to its `)`).
     instruction: re.Pattern[str]
+    #: Optional gap, then an instruction's head (group `head`).
+    head: re.Pattern[str]
+    #: One ``, name=value``; the attributes follow the argument list one match at a time.
     attribute: re.Pattern[str]
     gap: re.Pattern[str]
+
+    def split(self, text: str, position: int) -> _Spans | None:
+        """The head and argument list of the instruction after `position`, as INSTRUCTION matches them."""
+        line_end = text.find("\n", position + 1)
+        if (line_end if line_end >= 0 else len(text)) - position > _LONG_LINE:
+            spans = self._split_long(text, position)
+            if spans is not None:
+                return spans
+        match = self.instruction.match(text, position)
+        return None if match is None else match.span("head") + match.span("args")
+
+    def _split_long(self, text: str, position: int) -> _Spans | None:
+        """A big literal's instruction: its argument list ends at the first `)` when no `(` or quote comes
+        before it and the brackets before it balance; str methods find that faster than the regex."""
+        head = self.head.match(text, position)
+        if head is None:
+            return None
+        start = head.end()
+        close = text.find(")", start)
+        if close < 0 or any(text.find(c, start, close) >= 0 for c in "(\"'"):
+            return None
+        opened = text.count("{", start, close) + text.count("[", start, close)
+        if opened != text.count("}", start, close) + text.count("]", start, close):
+            return None
+        return head.span("head") + (start, close + 1)
+
+
+#: Where an instruction's head and argument list (with its `)`) start and end in a text.
+_Spans = tuple[int, int, int, int]
+
+
+#: An instruction on a line longer than this (a big literal) is split by `_Splitters._split_long`.
+_LONG_LINE = 1 << 16
 
 
 @lru_cache(maxsize=1)
@@ -241,7 +277,10 @@ def _splitters() -> _Splitters:
     )
     gap = f"(?:{space}|{comment})*+"  # what the parser ignores between tokens: the grammar's _BODY_GAP
     return _Splitters(
-        re.compile(f"{gap}(?P<head>{head})(?P<args>{args})(?P<attrs>(?:{attr})*)"), re.compile(attr), re.compile(gap)
+        instruction=re.compile(f"{gap}(?P<head>{head})(?P<args>{args})"),
+        head=re.compile(f"{gap}(?P<head>{head})"),
+        attribute=re.compile(attr),
+        gap=re.compile(gap),
     )
 
 
@@ -351,11 +390,11 @@ class _Parse:
         splitters = _splitters()
         instructions: list[Instruction] = []
         position = 1
-        match = splitters.instruction.match(text, position)
-        while match is not None:
-            instructions.append(self._instruction(match, base))
-            position = match.end()
-            match = splitters.instruction.match(text, position)
+        spans = splitters.split(text, position)
+        while spans is not None:
+            instruction, position = self._instruction(text, spans, base)
+            instructions.append(instruction)
+            spans = splitters.split(text, position)
         gap = splitters.gap.match(text, position)
         if gap is None or gap.end() != len(text) - 1:
             # The regex matched the body only by backtracking: one token per instruction says where it breaks.
@@ -365,15 +404,19 @@ class _Parse:
 
     def instruction(self, token: Token) -> Instruction:
         """An INSTRUCTION token (inline bodies and the token-per-instruction fallback)."""
-        match = _splitters().instruction.fullmatch(str(token))
-        if match is None:
+        text = str(token)
+        spans = _splitters().split(text, 0)
+        instruction, end = self._instruction(text, spans, self.position(token)) if spans else (None, 0)
+        if instruction is None or end != len(text):
             raise self.error(self.position(token), "expects an instruction (`name = shape opcode(...)`)")
-        return self._instruction(match, self.position(token))
+        return instruction
 
-    def _instruction(self, match: re.Match[str], base: int) -> Instruction:
-        """Build one instruction from the `head`, `args` and `attrs` groups of the split regex."""
-        head = match.group("head")
-        head_pos = base + match.start("head")
+    def _instruction(self, text: str, spans: _Spans, base: int) -> tuple[Instruction, int]:
+        """Build the instruction whose head and arguments are at `spans` in `text` (which starts at
+        `base` in the whole text) with the attributes that follow; also return where it ends."""
+        head_start, head_end, args_start, args_end = spans
+        head = text[head_start:head_end]
+        head_pos = base + head_start
         parts = _PLAIN_HEAD.fullmatch(head) if "/*" not in head else None
         if parts is not None:
             root, name, shape_text, opcode = parts.groups()
@@ -381,16 +424,14 @@ class _Parse:
         else:
             root, name, shape_text, shape_pos, opcode, opcode_pos = self._commented_head(head, head_pos)
         shape = self.shape(shape_text, shape_pos) if shape_text else None
-        args_pos = base + match.start("args")
-        arguments = self._arguments(opcode, match.group("args")[:-1], args_pos)
+        args_pos = base + args_start
+        arguments = self._arguments(opcode, text[args_start : args_end - 1], args_pos)
         instruction = self._build(name, shape, opcode, opcode_pos, arguments, args_pos)
         self._positions[instruction] = head_pos
-        attributes = match.group("attrs")
-        if attributes:
-            self._add_attributes(instruction, attributes, base + match.start("attrs"))
+        end = self._add_attributes(instruction, text, args_end, base)
         if root:
             self._roots.add(instruction)
-        return instruction
+        return instruction, end
 
     def _commented_head(self, head: str, head_pos: int) -> tuple[str | None, str, str | None, int, str, int]:
         """(root, name, shape text, its offset, opcode, its offset) of a head with comments in it."""
@@ -487,38 +528,45 @@ class _Parse:
         self._pending[instruction] = (operands, None, args_pos)
         return instruction
 
-    def _add_attributes(self, instruction: Instruction, text: str, offset: int) -> None:
-        """The ``, name=value`` run after the arguments; offsets are found again only for an error."""
-        self._attribute_runs[instruction] = offset
+    def _add_attributes(self, instruction: Instruction, text: str, position: int, base: int) -> int:
+        """The ``, name=value`` run at `position` in `text` (at `base` in the whole text); return its end.
+
+        Attribute offsets are found again only for an error.
+        """
+        attribute_re = _splitters().attribute
+        match = attribute_re.match(text, position)
+        if match is None:
+            return position
+        self._attribute_runs[instruction] = base + position
         raw: dict[str, str] = {}
         forward: list[str] = []
-        attributes = instruction.attributes
-        attribute_re = _splitters().attribute
-        position = 0
-        while position < len(text):
-            match = attribute_re.match(text, position)
-            assert match is not None  # the split regex matched the whole run
+        while match is not None:
             position = match.end()
             key, value = _attribute(match.group())
-            if key in raw:
-                if raw[key] == value:
-                    continue  # XLA's printer repeats `statistics=` on async ops; same value, same meaning
-                where = _name_pos(_piece(match.group(), "ATTR", offset + match.start()))
+            if key not in raw:
+                raw[key] = value
+                self._set_attribute(instruction, key, value, base + position - len(value), forward)
+            elif raw[key] != value:  # XLA's printer repeats `statistics=` on async ops: same value, same meaning
+                where = _name_pos(_piece(match.group(), "ATTR", base + match.start()))
                 raise self.error(where, f"attribute {key} already exists")
-            raw[key] = value
-            if key in INSTRUCTION_LIST_ATTRIBUTES:
-                operands, _, args_pos = self._pending[instruction]
-                self._pending[instruction] = (operands, value, args_pos)
-                attributes[key] = InstructionList(())  # resolved when the computation closes
-            elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
-                attributes[key] = self._inline_computation(value, offset + position - len(value))
-            elif key in COMPUTATION_ATTRIBUTES or key in COMPUTATION_LIST_ATTRIBUTES:
-                attributes[key] = value  # resolved when the module closes: callees may come later
-                forward.append(key)
-            else:
-                attributes[key] = value
+            match = attribute_re.match(text, position)
         if forward:
             self._callee_refs.append((instruction, forward))
+        return position
+
+    def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int, forward: list[str]) -> None:
+        """Record one attribute; names of callees and control predecessors are resolved later."""
+        if key in INSTRUCTION_LIST_ATTRIBUTES:
+            operands, _, args_pos = self._pending[instruction]
+            self._pending[instruction] = (operands, value, args_pos)
+            instruction.attributes[key] = InstructionList(())  # resolved when the computation closes
+        elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
+            instruction.attributes[key] = self._inline_computation(value, value_pos)
+        elif key in COMPUTATION_ATTRIBUTES or key in COMPUTATION_LIST_ATTRIBUTES:
+            instruction.attributes[key] = value  # resolved when the module closes: callees may come later
+            forward.append(key)
+        else:
+            instruction.attributes[key] = value
 
     def _attribute_offset(self, instruction: Instruction, key: str) -> int | None:
         """Where attribute `key` of `instruction` is named in the text."""

@@ -14,7 +14,17 @@ from typing import Any, Union
 
 import numpy as np
 
-from hloopt.ir.shape import ArrayShape, COMPLEX_TYPES, FLOAT_TYPES, Shape, TupleShape, fold_tree, literal_parts
+from hloopt.ir.numbers import NumberScan, scan_numbers
+from hloopt.ir.shape import (
+    COMPLEX_TYPES,
+    FLOAT_TYPES,
+    INT_TYPES,
+    ArrayShape,
+    Shape,
+    TupleShape,
+    fold_tree,
+    literal_parts,
+)
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _ELEMENT = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
@@ -61,7 +71,7 @@ def numpy_dtype(element_type: str) -> np.dtype:
 class Literal:
     """The value of a `constant`: source text plus, once decoded, a numpy array."""
 
-    __slots__ = ("_text", "_value", "shape")
+    __slots__ = ("_text", "_value", "_plain", "_elided", "shape")
 
     def __init__(self, shape: Shape, text: str | None = None, value: LiteralValue | None = None) -> None:
         if text is None and value is None:
@@ -69,6 +79,8 @@ class Literal:
         self.shape = shape
         self._text = text
         self._value = value
+        self._plain: str | None = None
+        self._elided: bool | None = None
 
     @classmethod
     def from_value(cls, shape: Shape, value: LiteralValue) -> Literal:
@@ -77,7 +89,16 @@ class Literal:
     @property
     def is_elided(self) -> bool:
         """True for ``{...}``: XLA's placeholder for a large constant whose data was not printed."""
-        return self._text is not None and "..." in self._text
+        if self._elided is None:
+            self._elided = self._text is not None and "..." in self._text
+        return self._elided
+
+    @property
+    def plain_text(self) -> str:
+        """The text with its ``/*index=K*/`` comments blanked out (offsets unchanged)."""
+        if self._plain is None:
+            self._plain = strip_comments(self.text)
+        return self._plain
 
     @property
     def text(self) -> str:
@@ -94,9 +115,9 @@ class Literal:
         return self._value
 
     def check(self) -> None:
-        """Raise LiteralError if the text's element count does not fit the shape (cheap, no decode)."""
-        if self._text is not None:
-            _check_count(self._text, self.shape)
+        """Raise LiteralError if the text does not fit the shape: element count, value range (no decode)."""
+        if self._text is not None and not self.is_elided:
+            _check_count(self.plain_text, self.shape)
 
 
 # ---------------------------------------------------------------------------
@@ -104,8 +125,8 @@ class Literal:
 
 
 def strip_comments(text: str) -> str:
-    """Literal text without its ``/*iK=V*/`` annotations."""
-    return _COMMENT.sub(" ", text) if "/*" in text else text
+    """Literal text with its ``/*index=K*/`` annotations blanked out (offsets unchanged)."""
+    return _COMMENT.sub(lambda m: " " * len(m.group()), text) if "/*" in text else text
 
 
 def _split_tuple(text: str) -> list[tuple[str, int]]:
@@ -130,7 +151,10 @@ def _split_tuple(text: str) -> list[tuple[str, int]]:
 
 
 def _check_count(text: str, shape: Shape) -> None:
-    """Element counts against the shape, tuple parts in order (a stack, not recursion: tuples nest freely)."""
+    """Element counts and values against the shape, tuple parts in order (a stack: tuples nest freely).
+
+    `text` has no comments and no elided ``{...}`` part.
+    """
     stack: list[tuple[str, Shape, int]] = [(text, shape, 0)]
     while stack:
         current, current_shape, base = stack.pop()
@@ -143,12 +167,9 @@ def _check_count(text: str, shape: Shape) -> None:
 
 def _check_level(text: str, shape: Shape) -> list[tuple[tuple[str, int], Shape]]:
     """Check one level; a tuple returns its parts (text, offset) with their shapes, checked next."""
-    body = strip_comments(text)
+    body = text
     if isinstance(shape, TupleShape):
-        stripped = body.strip()
-        if stripped.startswith("{") and "..." in stripped:
-            return []
-        if not stripped.startswith("("):
+        if not body.lstrip().startswith("("):
             raise LiteralError(f"expects a tuple literal for shape {shape.to_text()}")
         parts = _split_tuple(body)
         if len(parts) != len(shape.elements):
@@ -158,13 +179,14 @@ def _check_level(text: str, shape: Shape) -> list[tuple[tuple[str, int], Shape]]
         return list(zip(parts, shape.elements))
     if shape.element_type == "token":
         return []
-    if "..." in body:
-        return []
+    scan = scan_numbers(body) if len(body) >= _SCAN_FROM and "(" not in body else None
     if shape.element_type in COMPLEX_TYPES:
         found = len(_COMPLEX_ELEMENT.findall(body))
     elif "(" in body:
         found = len(_ELEMENT.findall(body))
-    else:  # plain numbers: splitting on separators counts them at C speed
+    elif scan is not None:
+        found = scan.count
+    else:  # splitting on separators counts them at C speed
         found = len(body.translate(SEPARATORS).split())
     expected = shape.element_count
     # XLA accepts a bare scalar for an array constant (it pads with zeros).
@@ -172,7 +194,134 @@ def _check_level(text: str, shape: Shape) -> list[tuple[tuple[str, int], Shape]]
         raise LiteralError(
             f"literal has {found} elements but shape {shape.to_text()} has {expected}"
         )
+    _check_values(body, shape, scan)
     return []
+
+
+# ---------------------------------------------------------------------------
+# values: what XLA's literal parser refuses beyond the element count
+
+_FINITE_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
+_PAYLOAD_BITS = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52, "f8e5m2": 2, "f8e4m3": 3, "f8e3m4": 4}
+#: Below 10**digits a value is finite in the type whatever its rounding: no conversion needed.
+_SAFE_DIGITS = {"f16": 4, "bf16": 38, "f32": 38, "f64": 308}
+#: Literal texts at least this long are scanned with numpy (`scan_numbers`); shorter ones are read by Python.
+_SCAN_FROM = 4096
+_TOKEN = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
+
+
+def _check_values(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
+    """Raise LiteralError for a value XLA refuses: not a number, or out of its type's range."""
+    element_type = shape.element_type
+    if element_type in INT_TYPES:
+        _check_integers(body, element_type, scan)
+    elif element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
+        _check_floats(body, shape, scan)
+
+
+def _integer_range(element_type: str) -> tuple[int, int]:
+    bits = int(element_type[1:])
+    if element_type[0] == "s":
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    # XLA reads a negative u64 literal as the int64 bit pattern.
+    return (-(1 << 63) if element_type == "u64" else 0), (1 << bits) - 1
+
+
+def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> None:
+    low, high = _integer_range(element_type)
+    if scan is not None and not scan.fractional and scan.integer_digits < len(str(high)) and (low < 0 or not scan.negative):
+        return  # every value has fewer digits than the largest one allowed
+    fast = _c_numbers(body, np.int64) if element_type != "u64" and len(body) >= _SCAN_FROM else None
+    if fast is not None:
+        values = [int(fast.min()), int(fast.max())] if fast.size else []
+    else:
+        try:
+            values = [int(t) for t in _TOKEN.findall(body) if t not in ("true", "false")]
+        except ValueError as err:
+            raise LiteralError(f"expects integer literal values: {err}") from None
+    for value in (min(values), max(values)) if values else ():
+        if not low <= value <= high:
+            raise LiteralError(
+                f"value {value} is out of range for literal's primitive type {element_type.upper()} namely [{low}, {high}]."
+            )
+
+
+def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
+    element_type = shape.element_type
+    part_type = {"c64": "f32", "c128": "f64"}.get(element_type, element_type)
+    safe_digits = _SAFE_DIGITS.get(part_type)
+    if scan is not None and safe_digits is not None and scan.integer_digits + scan.exponent <= safe_digits:
+        return  # every value is below 10**safe_digits
+    numbers = _c_numbers(body, np.float64) if len(body) >= _SCAN_FROM else _python_floats(body)
+    if numbers is not None and np.isfinite(numbers).all():
+        if safe_digits is not None and (not numbers.size or float(np.abs(numbers).max()) < 10.0**safe_digits):
+            return
+        tokens: list[str] = []
+    else:
+        tokens = _TOKEN.findall(body)
+    for token in tokens:
+        if "(" in token:
+            payload = int(token.split("(0x")[1].rstrip(")"), 16)
+            mantissa = _PAYLOAD_BITS.get(part_type)
+            shape_text = shape.to_text(False)
+            if mantissa is None:
+                raise LiteralError(
+                    f"tries to set NaN payload 0x{payload:x} to a literal in shape {shape_text}, "
+                    f"but {part_type} does not support NaN payloads"
+                )
+            if payload == 0 or payload >= 1 << mantissa:
+                raise LiteralError(
+                    f"tries to set NaN payload 0x{payload:x} to a literal in shape {shape_text}, "
+                    "but the NaN payload is out of range"
+                )
+    if tokens:
+        try:
+            numbers = np.array([t for t in tokens if "(" not in t and t not in ("nan", "-nan", "inf", "-inf")], dtype=np.float64)
+        except ValueError as err:
+            raise LiteralError(f"expects number literal values: {err}") from None
+    assert numbers is not None
+    if numbers.size and not np.isfinite(numbers).all():
+        raise LiteralError("Constant is out of range for double (+/-1.79769e+308) and so is unparsable.")
+    limit = _FINITE_MAX.get(part_type)
+    if limit is None and part_type != "f64":
+        import ml_dtypes
+
+        limit = float(ml_dtypes.finfo(numpy_dtype(part_type)).max)
+    if limit is not None and numbers.size:
+        # XLA rejects values that round past the largest finite value of the type.
+        with np.errstate(over="ignore"):
+            rounded = numbers.astype(numpy_dtype(part_type)).astype(np.float64)
+        if part_type in ("f16", "bf16", "f32"):
+            bad = np.flatnonzero(~np.isfinite(rounded) & np.isfinite(numbers))
+        else:
+            bad = np.flatnonzero(np.abs(numbers) > limit * 1.0625)
+        if bad.size:
+            raise LiteralError(
+                f"value {numbers[bad[0]]:g} is out of range for literal's primitive type {element_type.upper()} "
+                f"namely [{-limit:g}, {limit:g}]."
+            )
+
+
+def _python_floats(body: str) -> np.ndarray | None:
+    """The numbers of a short literal read by Python's float(), or None if one is not a number."""
+    try:
+        return np.array([float(t) for t in body.translate(SEPARATORS).split()], dtype=np.float64)
+    except ValueError:
+        return None
+
+
+def _c_numbers(body: str, dtype: type) -> np.ndarray | None:
+    """All numbers of a long literal parsed in C, or None when it needs the careful path."""
+    if "(" in body:
+        return None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return np.fromstring(body.translate(SEPARATORS), dtype=dtype, sep=" ")  # type: ignore[call-overload]
+        except (ValueError, DeprecationWarning):
+            return None
 
 
 def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
