@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from itertools import zip_longest
 from typing import TypeVar, Union
 
@@ -75,6 +76,9 @@ class ArrayShape:
         return replace(self, element_type=element_type)
 
     def to_text(self, with_layout: bool = True) -> str:
+        return _array_text(self, with_layout)
+
+    def _build_text(self, with_layout: bool) -> str:
         dims = ",".join(_dim_text(d, dyn) for d, dyn in zip(self.dims, self.dynamic))
         text = f"{self.element_type}[{dims}]"
         if with_layout and self.layout is not None:
@@ -136,6 +140,12 @@ class BufferShape:
 
 
 Shape = Union[ArrayShape, TupleShape, BufferShape]
+
+
+@lru_cache(maxsize=8192)
+def _array_text(shape: ArrayShape, with_layout: bool) -> str:
+    """Shapes repeat across a module: each distinct one is spelled once."""
+    return shape._build_text(with_layout)
 
 
 def _dim_text(dim: int, dynamic: bool) -> str:

@@ -65,12 +65,12 @@ class OpExpanderPass(HloPass):
 
     def matches(self, module: Module, shapes: ShapeResolver | None = None) -> list[Instruction]:  # type: ignore[override]
         shapes = shapes or ShapeResolver(module)
-        return [
-            instruction
-            for computation in module.computations
-            for instruction in computation.post_order()
-            if self.instruction_matches(instruction, shapes)
-        ]
+        found: list[Instruction] = []
+        for computation in module.computations:
+            matched = {i for i in computation.instructions if self.instruction_matches(i, shapes)}
+            if matched:  # most computations match nothing: order only those that do
+                found += [i for i in computation.post_order() if i in matched]
+        return found
 
     @abstractmethod
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:

@@ -80,6 +80,8 @@ def upcast_shape(shape: Shape) -> Shape:
 
 
 def has_upcast_type(shape: Shape | None) -> bool:
+    if isinstance(shape, ArrayShape):
+        return shape.element_type in UPCAST_TYPES
     return shape is not None and any(leaf.element_type in UPCAST_TYPES for leaf in leaf_shapes(shape))
 
 
