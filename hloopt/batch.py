@@ -143,7 +143,8 @@ def process_module(job: Job, options: BatchOptions, keep_texts: bool = False) ->
         changed = False
         if options.passes is not None:
             dump = options.dump_dir / job.relative if options.dump_dir is not None else None
-            report = run_pipeline(module, options.passes, numerics=options.numerics, dump_dir=dump)
+            report = run_pipeline(module, options.passes, numerics=options.numerics, dump_dir=dump,
+                                  original=lambda: parse(source, str(job.path)))
             result.passes = [{"name": p.name, "changed": p.changed, "rewritten": p.rewritten} for p in report.passes]
             result.warnings = [f"{p.name}: {w}" for p in report.passes for w in p.warnings]
             changed = report.changed

@@ -123,7 +123,7 @@ def run(input_path: str, output_path: str | None, passes: str | None, dump_dir: 
     module = parse(source, name)
     changed = False
     if passes is not None:
-        report = run_pipeline(module, passes, numerics=numerics, dump_dir=dump_dir)
+        report = run_pipeline(module, passes, numerics=numerics, dump_dir=dump_dir, original=lambda: parse(source, name))
         for note in report.notes:
             click.echo(f"hloopt: note: {note}", err=True)
         for entry in report.passes:

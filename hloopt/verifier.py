@@ -23,21 +23,31 @@ _INFERRED = UNARY_SAME | BINARY_SAME | {
 _BITWISE = frozenset({"and", "or", "xor", "not"})
 _INTEGER_ONLY = frozenset({"shift-left", "shift-right-arithmetic", "shift-right-logical", "popcnt", "count-leading-zeros"})
 _FLOAT_ONLY = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad", "is-finite", "reduce-precision"})
+#: Opcodes whose element types `_check_types` looks at beyond the result's.
+_TYPED = _BITWISE | _INTEGER_ONLY | _FLOAT_ONLY | BINARY_SAME | {"convert"}
 
 
 class VerificationError(HloError):
     """The module breaks an HLO invariant; `problems` lists each one."""
 
-    def __init__(self, problems: list[str], culprit: str | None = None) -> None:
+    def __init__(self, problems: list[str], culprit: str | None = None, before_passes: bool = False) -> None:
         self.problems = problems
         head = f"after pass {culprit}: " if culprit else ""
+        if before_passes:
+            head = "the input, before any pass: "
         shown = problems[:10] + ([f"… and {len(problems) - 10} more"] if len(problems) > 10 else [])
         super().__init__(head + "invalid module:\n  " + "\n  ".join(shown))
 
 
 def same_shape(a: Shape | None, b: Shape | None) -> bool:
     """Equal element types and dimensions; layouts are not compared."""
-    return a is not None and b is not None and a.to_text(with_layout=False) == b.to_text(with_layout=False)
+    if a is None or b is None:
+        return False
+    if a is b:
+        return True
+    if isinstance(a, ArrayShape) and isinstance(b, ArrayShape) and a.element_type == b.element_type and a.dims == b.dims:
+        return a.dynamic == b.dynamic or a.to_text(with_layout=False) == b.to_text(with_layout=False)
+    return a.to_text(with_layout=False) == b.to_text(with_layout=False)
 
 
 def verify(module: Module, culprit: str | None = None) -> None:
@@ -58,26 +68,29 @@ def _check_computation(computation: Computation, shapes: ShapeResolver) -> list[
     if computation.root is None or computation.root.parent is not computation:
         problems.append(f"%{computation.name}: root is not an instruction of the computation")
     for instruction in computation.instructions:
-        where = f"%{instruction.name} in %{computation.name}"
+        found: list[str] = []
         if instruction.name in names:
-            problems.append(f"{where}: name used twice")
+            found.append("name used twice")
         names.add(instruction.name)
         for operand in instruction.operands:
             if operand not in defined:
                 state = "not in this computation" if operand.parent is not computation else "used before it is defined"
-                problems.append(f"{where}: operand %{operand.name} is {state}")
+                found.append(f"operand %{operand.name} is {state}")
         defined.add(instruction)
         if instruction.shape is not None:
-            problems += [f"{where}: {p}" for p in _check_types(instruction, shapes)]
-            problems += [f"{where}: {p}" for p in _check_shape(instruction, shapes)]
+            found += _check_types(instruction, shapes) + _check_shape(instruction, shapes)
+        problems += [f"%{instruction.name} in %{computation.name}: {p}" for p in found]
     return problems
 
 
 def _check_types(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
-    assert instruction.shape is not None
-    problems = [f"unknown element type {leaf.element_type}" for leaf in leaf_shapes(instruction.shape)
-                if leaf.element_type not in PRIMITIVE_TYPES]
+    shape = instruction.shape
+    assert shape is not None
+    leaves = [shape] if isinstance(shape, ArrayShape) else leaf_shapes(shape)
+    problems = [f"unknown element type {leaf.element_type}" for leaf in leaves if leaf.element_type not in PRIMITIVE_TYPES]
     op = instruction.opcode
+    if op not in _TYPED:
+        return problems
     operand_types = [s.element_type for o in instruction.operands if isinstance(s := shapes(o), ArrayShape)]
     if op in _BITWISE and any(t not in INT_TYPES and t != "pred" for t in operand_types):
         problems.append(f"{op} needs integer or pred operands, not {', '.join(operand_types)}")
@@ -87,7 +100,7 @@ def _check_types(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
         problems.append(f"{op} needs floating-point operands, not {', '.join(operand_types)}")
     if op in BINARY_SAME and len(set(operand_types)) > 1:
         problems.append(f"{op} operands have different element types: {', '.join(operand_types)}")
-    if op == "convert" and not isinstance(instruction.shape, ArrayShape):
+    if op == "convert" and not isinstance(shape, ArrayShape):
         problems.append("convert must produce an array")
     return problems
 

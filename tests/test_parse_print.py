@@ -241,3 +241,48 @@ def test_post_order_is_iterative_on_long_chains() -> None:
     module = parse("\n".join(lines))
     order = module.entry.post_order()
     assert [i.name for i in order[:3]] == ["v0", "v1", "v2"] and len(order) == 20_000
+
+
+def _depth_first(computation: Computation) -> list[str]:
+    """The definition of `post_order`, spelled out: depth first from each instruction, root last."""
+    order: list[str] = []
+    seen: set[Instruction] = set()
+
+    def visit(instruction: Instruction) -> None:
+        if instruction in seen:
+            return
+        seen.add(instruction)
+        for dependency in [*instruction.operands, *instruction.control_predecessors()]:
+            visit(dependency)
+        order.append(instruction.name)
+
+    for instruction in [i for i in computation.instructions if i is not computation.root] + [computation.root]:
+        visit(instruction)  # type: ignore[arg-type]
+    return order
+
+
+def test_post_order_when_text_order_is_not_an_order() -> None:
+    """Passes append and insert instructions anywhere; the one-scan shortcut must give way to the search."""
+    module = parse(
+        "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  ROOT r = f32[] add(a, a)\n"
+        "  b = f32[] negate(r)\n  c = f32[] exponential(a), control-predecessors={b}\n}\n"
+    )
+    computation = module.entry
+    late = Instruction("late", "negate", ArrayShape("f32"))
+    late.append_operand(computation.instructions[0])
+    computation.instructions.insert(0, late)  # used before its operand is defined in the list
+    late.parent = computation
+    root = computation.root
+    assert root is not None and root.name == "r"
+    root.replace_operand(root.operands[0], late)  # r = add(late, late)
+    expected = _depth_first(computation)
+    assert expected == ["a", "late", "r", "b", "c"]
+    assert [i.name for i in computation.post_order()] == expected
+
+
+def test_post_order_follows_text_order_when_it_can() -> None:
+    module = parse(
+        "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] negate(a)\n"
+        "  ROOT r = f32[] add(a, b), control-predecessors={b}\n  d = f32[] negate(a)\n}\n"
+    )
+    assert [i.name for i in module.entry.post_order()] == _depth_first(module.entry) == ["a", "b", "d", "r"]

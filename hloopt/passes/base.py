@@ -162,6 +162,7 @@ def xla_post_order(computation: Computation) -> list[Instruction]:
                 continue
             state[current] = False
             stack.extend(reversed(current.operands))
-            stack.extend(current.control_predecessors())
+            if "control-predecessors" in current.attributes:
+                stack.extend(current.control_predecessors())
     order += [i for i in computation.instructions if i not in state]
     return order

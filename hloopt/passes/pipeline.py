@@ -6,6 +6,7 @@ the verifier, and a failure names that pass.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hloopt.fileio import write_atomic
 from hloopt.gcpause import paused_gc
 from hloopt.ir.module import Module
 from hloopt.passes.registry import PassInfo, select
-from hloopt.verifier import verify
+from hloopt.verifier import VerificationError, verify
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,20 @@ def order_note(given: list[PassInfo], ordered: list[PassInfo]) -> str | None:
 
 
 def run_pipeline(
-    module: Module, passes: str, numerics: str = "xla", dump_dir: str | Path | None = None, check: bool = True
+    module: Module,
+    passes: str,
+    numerics: str = "xla",
+    dump_dir: str | Path | None = None,
+    check: bool = True,
+    original: Callable[[], Module] | None = None,
 ) -> PipelineReport:
-    """Run the passes `passes` (``all`` or ``a,b``) on `module` in place."""
+    """Run the passes `passes` (``all`` or ``a,b``) on `module` in place.
+
+    `original` rebuilds the unmodified input (the CLI re-parses the text). When the
+    verifier refuses the module after a pass, the rebuilt input is verified too: if it
+    was already invalid, the error says so instead of blaming the pass. Verifying every
+    input up front would cost a whole verifier run on every module.
+    """
     given, ordered = select(passes)
     report = PipelineReport()
     note = order_note(given, ordered)
@@ -64,7 +76,15 @@ def run_pipeline(
         if not changed:
             continue
         if check:
-            verify(module, culprit=info.name)
+            try:
+                verify(module, culprit=info.name)
+            except VerificationError:
+                if original is not None:
+                    try:
+                        verify(original())
+                    except VerificationError as err:
+                        raise VerificationError(err.problems, before_passes=True) from None
+                raise
         step += 1
         if dump is not None:
             write_atomic(dump / f"{step:02d}-after-{info.name}.hlo", module.to_text())

@@ -85,3 +85,38 @@ def test_passes_command_lists_registry() -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert [line.split()[1] for line in lines] == [p.name for p in REGISTRY]
+
+
+_SHAPE_INVALID_DOT = """HloModule TestDot
+
+ENTRY test_dot {
+  a = s8[8] parameter(0)
+  b = s16[8] parameter(1)
+  ROOT result = s32[8] dot(a, b)
+}
+"""
+
+
+def test_an_input_already_invalid_is_not_blamed_on_a_pass(tmp_path: Path) -> None:
+    """XLA's parser accepts this dot (shapes are checked later); the pass that rewrites it did nothing wrong."""
+    source = tmp_path / "dot.hlo"
+    source.write_text(_SHAPE_INVALID_DOT)
+    result = CliRunner().invoke(main, ["run", str(source), "--passes", "all"])
+    assert result.exit_code == 2
+    assert "the input, before any pass: invalid module" in result.output
+    assert "%result in %test_dot: shape s32[8] does not follow from the operands (s32[8,8])" in result.output
+    assert "after pass" not in result.output
+
+
+def test_a_pass_that_breaks_a_valid_module_is_named() -> None:
+    from hloopt.ir.shape import ArrayShape
+    from hloopt.parser import parse
+    from hloopt.passes.pipeline import run_pipeline
+    from hloopt.verifier import VerificationError
+
+    text = Path(INT8).read_text()
+    module = parse(text)
+    # A module made invalid after parsing stands for a pass's own mistake: the input is fine.
+    module.entry.root.shape = ArrayShape("f32", (3,))  # type: ignore[union-attr]
+    with pytest.raises(VerificationError, match="after pass"):
+        run_pipeline(module, "all", original=lambda: parse(text))
