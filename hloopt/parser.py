@@ -153,6 +153,12 @@ class _Builder(Transformer):  # type: ignore[type-arg]
     def start(self, children: list[Any]) -> Module:
         return children[0]
 
+    # The exact rules build the same things (see `exact_start` in the grammar).
+    exact_computation = computation
+    exact_module = module
+    exact_signature = signature
+    exact_start = start
+
 
 @lru_cache(maxsize=1)
 def _grammar() -> str:
@@ -183,7 +189,7 @@ def _lark_for(parse: _Parse) -> Lark:
             _grammar(),
             parser="lalr",
             lexer="contextual",
-            start=["start", "shape", "inline_body", "nested_arguments", "instruction_parts"],
+            start=["start", "exact_start", "shape", "inline_body", "nested_arguments", "instruction_parts"],
             transformer=_Builder(holder),
             cache=True,
             propagate_positions=False,
@@ -397,9 +403,7 @@ class _Parse:
             spans = splitters.split(text, position)
         gap = splitters.gap.match(text, position)
         if gap is None or gap.end() != len(text) - 1:
-            # The regex matched the body only by backtracking: one token per instruction says where it breaks.
-            result: list[Instruction] = self._sub_parse(text, "inline_body", base)
-            return result
+            raise _Relex  # the lexer would not have split this body so: let it lex one instruction at a time
         return instructions
 
     def instruction(self, token: Token) -> Instruction:
@@ -827,16 +831,32 @@ def _describe(terminals: Any) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
+class _Relex(Exception):
+    """A computation body the BODY token cannot stand for: parse the text from `exact_start`."""
+
+
 def parse(text: str, filename: str = "<string>") -> Module:
-    """Parse HLO module text into the IR; raises HloParseError with file:line:col."""
+    """Parse HLO module text into the IR; raises HloParseError with file:line:col.
+
+    The fast reading (one token per computation body) is tried first; a text it cannot
+    read, errors included, is read again one token per instruction, which says where
+    and why it fails.
+    """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
-    state = _Parse(text, filename)
-    lark = _lark_for(state)
-    try:
-        with paused_gc():
-            return lark.parse(text, start="start")
-    except UnexpectedInput as err:
-        raise state.lark_error(err) from None
-    except RecursionError:
-        raise parse_error_at(text, 0, filename, "input nests too deeply") from None
+    with paused_gc():
+        try:
+            module: Module = _lark_for(_Parse(text, filename)).parse(text, start="start")
+            return module
+        except (_Relex, UnexpectedInput):
+            pass
+        except RecursionError:
+            raise parse_error_at(text, 0, filename, "input nests too deeply") from None
+        state = _Parse(text, filename)
+        try:
+            module = _lark_for(state).parse(text, start="exact_start")
+            return module
+        except UnexpectedInput as err:
+            raise state.lark_error(err) from None
+        except RecursionError:
+            raise parse_error_at(text, 0, filename, "input nests too deeply") from None

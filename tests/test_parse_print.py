@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hloopt import parse
+from hloopt.errors import HloParseError
 from hloopt.ir import ArrayShape, Computation, Instruction, TupleShape
 from hloopt.ir.shape import BufferShape, Layout
 from hloopt.printer import print_instruction
@@ -286,3 +287,28 @@ def test_post_order_follows_text_order_when_it_can() -> None:
         "  ROOT r = f32[] add(a, b), control-predecessors={b}\n  d = f32[] negate(a)\n}\n"
     )
     assert [i.name for i in module.entry.post_order()] == _depth_first(module.entry) == ["a", "b", "d", "r"]
+def test_a_body_the_body_token_misreads_is_read_one_instruction_at_a_time() -> None:
+    """`//` in a bare attribute value looks like a line comment to the BODY token, which then
+    closes the body at the brace on the next line; the exact reading keeps the value whole."""
+    text = (
+        "HloModule m\nENTRY e {\n"
+        '  a = f32[] parameter(0), backend_config=a//b, metadata={op_name="x"\n}\n'
+        "  ROOT b = f32[] negate(a)\n}\n"
+    )
+    module = parse(text)
+    a, b = module.entry.instructions
+    assert a.attributes["backend_config"] == "a//b" and a.attributes["metadata"] == '{op_name="x"\n}'
+    assert b.operands == [a]
+
+
+def _nested_parameter(depth: int) -> str:
+    return f"HloModule m\nENTRY e {{\n  ROOT p = {'(' * depth}f32[]{')' * depth} parameter(0)\n}}\n"
+
+
+def test_brackets_nested_past_the_body_token_are_read_one_instruction_at_a_time() -> None:
+    """The BODY token's own brace costs one of the 16 levels the grammar's regexes allow
+    (15 parentheses and the brackets of `f32[]` are 16)."""
+    module = parse(_nested_parameter(15))
+    assert module.entry.root.shape.to_text().count("(") == 15  # type: ignore[union-attr]
+    with pytest.raises(HloParseError, match=r"<string>:3:\d+"):
+        parse(_nested_parameter(16))
