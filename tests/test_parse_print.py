@@ -287,6 +287,8 @@ def test_post_order_follows_text_order_when_it_can() -> None:
         "  ROOT r = f32[] add(a, b), control-predecessors={b}\n  d = f32[] negate(a)\n}\n"
     )
     assert [i.name for i in module.entry.post_order()] == _depth_first(module.entry) == ["a", "b", "d", "r"]
+
+
 def test_a_body_the_body_token_misreads_is_read_one_instruction_at_a_time() -> None:
     """`//` in a bare attribute value looks like a line comment to the BODY token, which then
     closes the body at the brace on the next line; the exact reading keeps the value whole."""
