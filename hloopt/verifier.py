@@ -23,6 +23,8 @@ _INFERRED = UNARY_SAME | BINARY_SAME | {
 _BITWISE = frozenset({"and", "or", "xor", "not"})
 _INTEGER_ONLY = frozenset({"shift-left", "shift-right-arithmetic", "shift-right-logical", "popcnt", "count-leading-zeros"})
 _FLOAT_ONLY = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad", "is-finite", "reduce-precision"})
+#: Elementwise opcodes with no element-type rule of their own (`abs` of a complex number is real).
+_PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - _BITWISE - _INTEGER_ONLY - _FLOAT_ONLY - {"abs"}
 #: Opcodes whose element types `_check_types` looks at beyond the result's.
 _TYPED = _BITWISE | _INTEGER_ONLY | _FLOAT_ONLY | BINARY_SAME | {"convert"}
 
@@ -77,10 +79,26 @@ def _check_computation(computation: Computation, shapes: ShapeResolver) -> list[
                 state = "not in this computation" if operand.parent is not computation else "used before it is defined"
                 found.append(f"operand %{operand.name} is {state}")
         defined.add(instruction)
-        if instruction.shape is not None:
+        if instruction.shape is not None and not _plainly_elementwise(instruction, shapes):
             found += _check_types(instruction, shapes) + _check_shape(instruction, shapes)
         problems += [f"%{instruction.name} in %{computation.name}: {p}" for p in found]
     return problems
+
+
+def _plainly_elementwise(instruction: Instruction, shapes: ShapeResolver) -> bool:
+    """An elementwise op whose operands all have its result's type and dimensions: every check
+    below would pass, so skip them (most instructions after an upcast are like this)."""
+    shape = instruction.shape
+    if instruction.opcode not in _PLAIN_ELEMENTWISE or not isinstance(shape, ArrayShape) or not instruction.operands:
+        return False
+    if shape.element_type not in PRIMITIVE_TYPES:
+        return False
+    for operand in instruction.operands:
+        other = shapes(operand)
+        if not (isinstance(other, ArrayShape) and other.element_type == shape.element_type
+                and other.dims == shape.dims and other.dynamic == shape.dynamic):
+            return False
+    return True
 
 
 def _check_types(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
