@@ -251,8 +251,11 @@ class _Splitters:
         return None if match is None else match.span("head") + match.span("args")
 
     def _split_long(self, text: str, position: int) -> _Spans | None:
-        """A big literal's instruction: its argument list ends at the first `)` when no `(` or quote comes
-        before it and the brackets before it balance; str methods find that faster than the regex."""
+        """A big literal's instruction, split with str methods, which are faster than the ARGS regex.
+
+        When no `(` or quote comes before the first `)` and the brackets before it nest as
+        the regex's groups do, that `)` closes the argument list. None: use the regex.
+        """
         head = self.head.match(text, position)
         if head is None:
             return None
@@ -260,10 +263,34 @@ class _Splitters:
         close = text.find(")", start)
         if close < 0 or any(text.find(c, start, close) >= 0 for c in "(\"'"):
             return None
-        opened = text.count("{", start, close) + text.count("[", start, close)
-        if opened != text.count("}", start, close) + text.count("]", start, close):
+        if not _nests_as_groups(text, start, close):
             return None
         return head.span("head") + (start, close + 1)
+
+
+#: More brackets than this in a long argument list: let the regex walk them.
+_MAX_WALKED_BRACKETS = 4096
+#: The grammar's groups nest this deep inside an argument list.
+_GROUP_DEPTH = 15
+
+
+def _nests_as_groups(text: str, start: int, end: int) -> bool:
+    """The brackets in text[start:end] open before they close, all close, and nest at most _GROUP_DEPTH deep."""
+    opened = text.count("{", start, end) + text.count("[", start, end)
+    if opened != text.count("}", start, end) + text.count("]", start, end) or opened > _MAX_WALKED_BRACKETS:
+        return False
+    brackets: list[tuple[int, int]] = []
+    for char, step in (("{", 1), ("[", 1), ("}", -1), ("]", -1)):
+        at = text.find(char, start, end)
+        while at >= 0:
+            brackets.append((at, step))
+            at = text.find(char, at + 1, end)
+    depth = 0
+    for _, step in sorted(brackets):
+        depth += step
+        if not 0 <= depth <= _GROUP_DEPTH:
+            return False
+    return True
 
 
 #: Where an instruction's head and argument list (with its `)`) start and end in a text.
@@ -281,7 +308,7 @@ def _splitters() -> _Splitters:
     head, args, attr, space, comment = (
         lark.get_terminal(n).pattern.to_regexp() for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT")
     )
-    gap = f"(?:{space}|{comment})*+"  # what the parser ignores between tokens: the grammar's _BODY_GAP
+    gap = f"(?:{space}|{comment})*+"  # what the lexer ignores between tokens (%ignore WS, COMMENT)
     return _Splitters(
         instruction=re.compile(f"{gap}(?P<head>{head})(?P<args>{args})"),
         head=re.compile(f"{gap}(?P<head>{head})"),

@@ -314,3 +314,26 @@ def test_brackets_nested_past_the_body_token_are_read_one_instruction_at_a_time(
     assert module.entry.root.shape.to_text().count("(") == 15  # type: ignore[union-attr]
     with pytest.raises(HloParseError, match=r"<string>:3:\d+"):
         parse(_nested_parameter(16))
+
+
+def _long_constant(literal: str, shape: str) -> str:
+    return f"HloModule m\nENTRY e {{\n  ROOT c = {shape} constant({literal})\n}}\n"
+
+
+def test_long_literal_lines_split_like_short_ones() -> None:
+    """Lines over 64 KB take the str-method split of their argument list; it must agree with the regex."""
+    rows = ", ".join("{" + ", ".join(["1.5"] * 100) + "}" for _ in range(200))
+    module = parse(_long_constant("{" + rows + "}", "f32[200,100]"))
+    assert module.entry.root.literal.value.shape == (200, 100)  # type: ignore[union-attr]
+    flat = "{" + ", ".join(["-2.25"] * 20_000) + "}"
+    assert parse(_long_constant(flat, "f32[20000]")).to_text().count("-2.25") == 20_000
+
+
+def test_long_literal_lines_that_do_not_nest_are_refused_where_the_regex_refuses_them() -> None:
+    body = ", ".join(["1"] * 20_000)
+    with pytest.raises(HloParseError) as refused:
+        parse(_long_constant("}" + body + "{", "s32[20000]"))
+    with pytest.raises(HloParseError) as short:
+        parse(_long_constant("}1{", "s32[1]"))
+    assert refused.value.location.line == short.value.location.line == 3
+    assert refused.value.message.split(",")[0] == short.value.message.split(",")[0]
