@@ -59,7 +59,7 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
     if op == "get-tuple-element":
         source = operands[0] if operands else None
         index = int_list(instruction.attributes.get("index"))
-        if isinstance(source, TupleShape) and index and index[0] < len(source.elements):
+        if isinstance(source, TupleShape) and index and 0 <= index[0] < len(source.elements):
             return source.elements[index[0]]
         return None
     if op in ("call", "fusion", "while", "conditional", "async-start"):

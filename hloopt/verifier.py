@@ -11,9 +11,9 @@ from __future__ import annotations
 from hloopt.errors import HloError
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.shape import (
-    COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES, ArrayShape, Shape, leaf_shapes,
+    COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES, ArrayShape, Shape, TupleShape, leaf_shapes,
 )
-from hloopt.shape_inference import BINARY_SAME, UNARY_SAME, ShapeResolver, infer
+from hloopt.shape_inference import BINARY_SAME, UNARY_SAME, ShapeResolver, infer, int_list
 
 #: Opcodes whose result shape must be exactly what `infer` gives (ignoring layout).
 _INFERRED = UNARY_SAME | BINARY_SAME | {
@@ -127,6 +127,10 @@ def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
     shape = instruction.shape
     op = instruction.opcode
     operands = [shapes(o) for o in instruction.operands]
+    if op == "get-tuple-element" and isinstance(operands[0] if operands else None, TupleShape):
+        index, size = int_list(instruction.attributes.get("index")), len(operands[0].elements)  # type: ignore[union-attr]
+        if not index or not 0 <= index[0] < size:
+            return [f"index {index[0] if index else '(none)'} is out of range for a tuple of {size} elements"]
     if op in _INFERRED:
         expected = infer(instruction, operands)
         if op == "dot" and isinstance(expected, ArrayShape) and isinstance(shape, ArrayShape):

@@ -73,3 +73,9 @@ def test_entry_layout_must_match_the_entry() -> None:
 def test_the_pass_is_named_in_the_message() -> None:
     with pytest.raises(VerificationError, match=r"^after pass upcast-all-to-fp32: invalid module:\n  %r in %e: "):
         verify(_module("ROOT r = f32[8] add(a, b)"), culprit="upcast-all-to-fp32")
+
+
+@pytest.mark.parametrize("index", ["2", "-1", "-9999999999"])
+def test_a_tuple_index_out_of_range_is_named_not_a_crash(index: str) -> None:
+    module = _module(f"t = (f32[4], f32[4]) tuple(a, b)\n  ROOT r = f32[4] get-tuple-element(t), index={index}")
+    assert _problems(module) == [f"%r in %e: index {int(index)} is out of range for a tuple of 2 elements"]

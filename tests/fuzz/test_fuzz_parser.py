@@ -244,3 +244,11 @@ def test_huge_numbers(template: str, number: str) -> None:
     check_parses_or_located_error(template.format(n=number).encode())
 
 
+
+
+def test_found_by_the_long_mode_a_negative_tuple_index() -> None:
+    """`index=-9999999999` once indexed a Python tuple from the end, then past it, in shape inference."""
+    check_parses_or_located_error(
+        b"HloModule m\nENTRY e {\n  p = (bf16[2], bf16[2]) parameter(0)\n"
+        b"  ROOT g = bf16[2] get-tuple-element(p), index=-9999999999\n}\n"
+    )
