@@ -43,7 +43,7 @@ def dot_shape(lhs: ArrayShape, rhs: ArrayShape, attributes: dict, element_type: 
     """Batch dims, then lhs free dims, then rhs free dims (XLA's InferDotOpShape)."""
     lb, rb = int_list(attributes.get("lhs_batch_dims")), int_list(attributes.get("rhs_batch_dims"))
     lc, rc = int_list(attributes.get("lhs_contracting_dims")), int_list(attributes.get("rhs_contracting_dims"))
-    if any(d >= lhs.rank for d in lb + lc) or any(d >= rhs.rank for d in rb + rc):
+    if any(not 0 <= d < lhs.rank for d in lb + lc) or any(not 0 <= d < rhs.rank for d in rb + rc):
         return None
     picked = [(lhs, i) for i in lb]
     picked += [(lhs, i) for i in range(lhs.rank) if i not in lb and i not in lc]

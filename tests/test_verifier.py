@@ -79,3 +79,14 @@ def test_the_pass_is_named_in_the_message() -> None:
 def test_a_tuple_index_out_of_range_is_named_not_a_crash(index: str) -> None:
     module = _module(f"t = (f32[4], f32[4]) tuple(a, b)\n  ROOT r = f32[4] get-tuple-element(t), index={index}")
     assert _problems(module) == [f"%r in %e: index {int(index)} is out of range for a tuple of 2 elements"]
+
+
+def test_negative_dot_dimensions_are_not_read_from_the_end() -> None:
+    """Python would read dims[-1]; XLA's dimension numbers are never negative, so the shape is unknown."""
+    from hloopt.shape_inference import dot_shape
+
+    matrix = ArrayShape("f32", (2, 3), (False, False))
+    assert dot_shape(matrix, matrix, {"lhs_contracting_dims": "{-1}", "rhs_contracting_dims": "{1}"}, "f32") is None
+    assert dot_shape(matrix, matrix, {"lhs_contracting_dims": "{1}", "rhs_contracting_dims": "{1}"}, "f32") == ArrayShape(
+        "f32", (2, 2), (False, False)
+    )
