@@ -19,6 +19,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from hloopt.errors import HloParseError, parse_error_at
 from hloopt.gcpause import paused_gc
+from hloopt.splitting import Spans, Splitters
 from hloopt.ir.literal import Literal, LiteralError
 from hloopt.ir.module import (
     COMPUTATION_ATTRIBUTES,
@@ -228,93 +229,10 @@ def _piece(text: str, kind: str, start: int) -> _Piece:
     return piece
 
 
-@dataclass(frozen=True)
-class _Splitters:
-    """Regexes built from the grammar's own terminals, to split what Lark lexed as one token."""
-
-    #: Optional gap, then an instruction's head and argument list: groups `head` and `args` (up to its `)`).
-    instruction: re.Pattern[str]
-    #: Optional gap, then an instruction's head (group `head`).
-    head: re.Pattern[str]
-    #: One ``, name=value``; the attributes follow the argument list one match at a time.
-    attribute: re.Pattern[str]
-    gap: re.Pattern[str]
-
-    def split(self, text: str, position: int) -> _Spans | None:
-        """The head and argument list of the instruction after `position`, as INSTRUCTION matches them."""
-        line_end = text.find("\n", position + 1)
-        if (line_end if line_end >= 0 else len(text)) - position > _LONG_LINE:
-            spans = self._split_long(text, position)
-            if spans is not None:
-                return spans
-        match = self.instruction.match(text, position)
-        return None if match is None else match.span("head") + match.span("args")
-
-    def _split_long(self, text: str, position: int) -> _Spans | None:
-        """A big literal's instruction, split with str methods, which are faster than the ARGS regex.
-
-        When no `(` or quote comes before the first `)` and the brackets before it nest as
-        the regex's groups do, that `)` closes the argument list. None: use the regex.
-        """
-        head = self.head.match(text, position)
-        if head is None:
-            return None
-        start = head.end()
-        close = text.find(")", start)
-        if close < 0 or any(text.find(c, start, close) >= 0 for c in "(\"'"):
-            return None
-        if not _nests_as_groups(text, start, close):
-            return None
-        return head.span("head") + (start, close + 1)
-
-
-#: More brackets than this in a long argument list: let the regex walk them.
-_MAX_WALKED_BRACKETS = 4096
-#: The grammar's groups nest this deep inside an argument list.
-_GROUP_DEPTH = 15
-
-
-def _nests_as_groups(text: str, start: int, end: int) -> bool:
-    """The brackets in text[start:end] open before they close, all close, and nest at most _GROUP_DEPTH deep."""
-    opened = text.count("{", start, end) + text.count("[", start, end)
-    if opened != text.count("}", start, end) + text.count("]", start, end) or opened > _MAX_WALKED_BRACKETS:
-        return False
-    brackets: list[tuple[int, int]] = []
-    for char, step in (("{", 1), ("[", 1), ("}", -1), ("]", -1)):
-        at = text.find(char, start, end)
-        while at >= 0:
-            brackets.append((at, step))
-            at = text.find(char, at + 1, end)
-    depth = 0
-    for _, step in sorted(brackets):
-        depth += step
-        if not 0 <= depth <= _GROUP_DEPTH:
-            return False
-    return True
-
-
-#: Where an instruction's head and argument list (with its `)`) start and end in a text.
-_Spans = tuple[int, int, int, int]
-
-
-#: An instruction on a line longer than this (a big literal) is split by `_Splitters._split_long`.
-_LONG_LINE = 1 << 16
-
-
 @lru_cache(maxsize=1)
-def _splitters() -> _Splitters:
-    lark = _POOL.lark
-    assert lark is not None
-    head, args, attr, space, comment = (
-        lark.get_terminal(n).pattern.to_regexp() for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT")
-    )
-    gap = f"(?:{space}|{comment})*+"  # what the lexer ignores between tokens (%ignore WS, COMMENT)
-    return _Splitters(
-        instruction=re.compile(f"{gap}(?P<head>{head})(?P<args>{args})"),
-        head=re.compile(f"{gap}(?P<head>{head})"),
-        attribute=re.compile(attr),
-        gap=re.compile(gap),
-    )
+def _splitters() -> Splitters:
+    assert _POOL.lark is not None
+    return Splitters.from_lark(_POOL.lark)
 
 
 class _Parse:
@@ -442,7 +360,7 @@ class _Parse:
             raise self.error(self.position(token), "expects an instruction (`name = shape opcode(...)`)")
         return instruction
 
-    def _instruction(self, text: str, spans: _Spans, base: int) -> tuple[Instruction, int]:
+    def _instruction(self, text: str, spans: Spans, base: int) -> tuple[Instruction, int]:
         """Build the instruction whose head and arguments are at `spans` in `text` (which starts at
         `base` in the whole text) with the attributes that follow; also return where it ends."""
         head_start, head_end, args_start, args_end = spans

@@ -1,0 +1,98 @@
+"""Splitting what Lark lexed as one token (a computation body, an instruction) into instructions.
+
+The regexes are the grammar's own terminals (HEAD, ARGS, ATTR and what the
+lexer ignores), taken from the Lark parser, so a split is exactly what the
+lexer would have produced with one INSTRUCTION token per instruction.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lark import Lark
+
+
+@dataclass(frozen=True)
+class Splitters:
+    """Regexes built from the grammar's own terminals, to split what Lark lexed as one token."""
+
+    #: Optional gap, then an instruction's head and argument list: groups `head` and `args` (up to its `)`).
+    instruction: re.Pattern[str]
+    #: Optional gap, then an instruction's head (group `head`).
+    head: re.Pattern[str]
+    #: One ``, name=value``; the attributes follow the argument list one match at a time.
+    attribute: re.Pattern[str]
+    gap: re.Pattern[str]
+
+    @classmethod
+    def from_lark(cls, lark: Lark) -> Splitters:
+        head, args, attr, space, comment = (
+            lark.get_terminal(n).pattern.to_regexp() for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT")
+        )
+        gap = f"(?:{space}|{comment})*+"  # what the lexer ignores between tokens (%ignore WS, COMMENT)
+        return cls(
+            instruction=re.compile(f"{gap}(?P<head>{head})(?P<args>{args})"),
+            head=re.compile(f"{gap}(?P<head>{head})"),
+            attribute=re.compile(attr),
+            gap=re.compile(gap),
+        )
+
+    def split(self, text: str, position: int) -> Spans | None:
+        """The head and argument list of the instruction after `position`, as INSTRUCTION matches them."""
+        line_end = text.find("\n", position + 1)
+        if (line_end if line_end >= 0 else len(text)) - position > LONG_LINE:
+            spans = self._split_long(text, position)
+            if spans is not None:
+                return spans
+        match = self.instruction.match(text, position)
+        return None if match is None else match.span("head") + match.span("args")
+
+    def _split_long(self, text: str, position: int) -> Spans | None:
+        """A big literal's instruction, split with str methods, which are faster than the ARGS regex.
+
+        When no `(` or quote comes before the first `)` and the brackets before it nest as
+        the regex's groups do, that `)` closes the argument list. None: use the regex.
+        """
+        head = self.head.match(text, position)
+        if head is None:
+            return None
+        start = head.end()
+        close = text.find(")", start)
+        if close < 0 or any(text.find(c, start, close) >= 0 for c in "(\"'"):
+            return None
+        if not nests_as_groups(text, start, close):
+            return None
+        return head.span("head") + (start, close + 1)
+
+
+#: More brackets than this in a long argument list: let the regex walk them.
+_MAX_WALKED_BRACKETS = 4096
+#: The grammar's groups nest this deep inside an argument list.
+_GROUP_DEPTH = 15
+
+
+def nests_as_groups(text: str, start: int, end: int) -> bool:
+    """The brackets in text[start:end] open before they close, all close, and nest at most _GROUP_DEPTH deep."""
+    opened = text.count("{", start, end) + text.count("[", start, end)
+    if opened != text.count("}", start, end) + text.count("]", start, end) or opened > _MAX_WALKED_BRACKETS:
+        return False
+    brackets: list[tuple[int, int]] = []
+    for char, step in (("{", 1), ("[", 1), ("}", -1), ("]", -1)):
+        at = text.find(char, start, end)
+        while at >= 0:
+            brackets.append((at, step))
+            at = text.find(char, at + 1, end)
+    depth = 0
+    for _, step in sorted(brackets):
+        depth += step
+        if not 0 <= depth <= _GROUP_DEPTH:
+            return False
+    return True
+
+
+#: Where an instruction's head and argument list (with its `)`) start and end in a text.
+Spans = tuple[int, int, int, int]
+
+
+#: An instruction on a line longer than this (a big literal) is split by `Splitters._split_long`.
+LONG_LINE = 1 << 16
