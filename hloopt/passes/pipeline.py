@@ -72,20 +72,24 @@ def run_pipeline(
         hlo_pass = info.make(numerics)
         with paused_gc():
             changed = hlo_pass.run(module)
+            if changed and check:
+                _verify_after(module, info.name, original)
         report.passes.append(PassReport(info.name, changed, hlo_pass.last.rewritten, tuple(hlo_pass.last.warnings)))
-        if not changed:
-            continue
-        if check:
-            try:
-                verify(module, culprit=info.name)
-            except VerificationError:
-                if original is not None:
-                    try:
-                        verify(original())
-                    except VerificationError as err:
-                        raise VerificationError(err.problems, before_passes=True) from None
-                raise
-        step += 1
-        if dump is not None:
-            write_atomic(dump / f"{step:02d}-after-{info.name}.hlo", module.to_text())
+        if changed:
+            step += 1
+            if dump is not None:
+                write_atomic(dump / f"{step:02d}-after-{info.name}.hlo", module.to_text())
     return report
+
+
+def _verify_after(module: Module, culprit: str, original: Callable[[], Module] | None) -> None:
+    """Verify after a changing pass; blame the input instead when it was invalid already."""
+    try:
+        verify(module, culprit=culprit)
+    except VerificationError:
+        if original is not None:
+            try:
+                verify(original())
+            except VerificationError as err:
+                raise VerificationError(err.problems, before_passes=True) from None
+        raise

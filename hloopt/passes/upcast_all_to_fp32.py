@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -74,8 +75,10 @@ def _upcast_leaf(shape: ArrayShape) -> ArrayShape:
     return ArrayShape("f32", shape.dims, shape.dynamic, layout)
 
 
+@lru_cache(maxsize=4096)
 def upcast_shape(shape: Shape) -> Shape:
-    """``UpcastShapeToFP32``: each upcast leaf to F32, tuples element by element."""
+    """``UpcastShapeToFP32``: each upcast leaf to F32, tuples element by element (shapes are
+    immutable and repeat across a module, so each distinct one is mapped once)."""
     return map_leaves(shape, _upcast_leaf)
 
 
