@@ -252,3 +252,13 @@ def test_found_by_the_long_mode_a_negative_tuple_index() -> None:
         b"HloModule m\nENTRY e {\n  p = (bf16[2], bf16[2]) parameter(0)\n"
         b"  ROOT g = bf16[2] get-tuple-element(p), index=-9999999999\n}\n"
     )
+
+
+@pytest.mark.parametrize("indent", [30, 200])
+def test_deep_indentation_does_not_backtrack(indent: int) -> None:
+    """A gap written `(WS+)*` once made a 174-byte module indented by 30 spaces take 85 s; gaps are possessive."""
+    pad = " " * indent
+    check_parses_or_located_error(
+        f"{pad}HloModule m\n{pad}ENTRY e {{\n{pad}  ROOT c = s64[] constant(42)\n{pad}}}\n".encode()
+    )
+    check_parses_or_located_error(f"HloModule m\nENTRY e {{\n  ROOT c = s64[] constant(42)\n{pad}@}}\n".encode())
