@@ -15,11 +15,12 @@ _CAP = 10**4
 
 
 def reference(body: str) -> NumberScan | None:
-    if set(body) - set("0123456789-+.eE \t\n\r,{}"):
+    if set(body) - set("0123456789-+.eE \t\n\r,{}inftam"):
         return None
     tokens = body.translate(SEPARATORS).split()
-    matches = [_ACCEPTED.fullmatch(t) for t in tokens]
-    if any(m is None for m in matches):
+    words = [t for t in tokens if t in ("inf", "-inf", "nan", "-nan")]
+    matches = [_ACCEPTED.fullmatch(t.replace("inf", "000").replace("nan", "000")) for t in tokens]
+    if any(m is None for m in matches) or any(c in t for t in tokens if t not in words for c in "infa"):
         return None
     exponents = [0]
     for m in matches:
@@ -33,6 +34,7 @@ def reference(body: str) -> NumberScan | None:
         exponent=max(exponents),
         fractional=any("." in t or "e" in t or "E" in t for t in tokens),
         negative=any(t.startswith("-") for t in tokens),
+        non_finite=len(words),
     )
 
 
@@ -46,18 +48,22 @@ def test_negative_exponents_do_not_raise_the_bound() -> None:
     assert scan_numbers("{1e-300, 2E-5}") == NumberScan(2, 1, 0, True, False)
 
 
+def test_inf_and_nan_are_whole_tokens_read_as_three_digits() -> None:
+    assert scan_numbers("{-inf, 0.5, nan, inf, -nan}") == NumberScan(5, 3, 0, True, True, non_finite=4)
+
+
 def test_long_exponents_are_capped() -> None:
     found = scan_numbers("1e123456")
     assert found is not None and found.exponent == _CAP
 
 
 def test_anything_else_is_left_to_the_careful_path() -> None:
-    for body in ["{inf}", "{nan}", "{-nan(0x1)}", "{true}", "{+1}", "{1-2}", "{--1}", "{1e}", "{1e+}", "{e5}", "{.5}",
+    for body in ["{infinity}", "{+inf}", "{5inf}", "{inf5}", "{1e-inf}", "{-nan(0x1)}", "{true}", "{+1}", "{1-2}", "{--1}", "{1e}", "{1e+}", "{e5}", "{.5}",
                  "{-.5}", "{5.e3}", "{1.2.3}", "{1e5e5}", "{1e5.5}", "{-}", "{1e--5}", "{1e+-5}", "{1_0}", "{é}", "{0x10}"]:
         assert scan_numbers(body) is None, body
 
 
-_ALPHABET = "0123456789" * 3 + "-+.eE" + ", {}\n" * 3 + "ax"
+_ALPHABET = "0123456789" * 3 + "-+.eE" + ", {}\n" * 3 + "ax" + "infa" * 2
 
 
 @settings(max_examples=2000, deadline=None)

@@ -337,3 +337,15 @@ def test_long_literal_lines_that_do_not_nest_are_refused_where_the_regex_refuses
         parse(_long_constant("}1{", "s32[1]"))
     assert refused.value.location.line == short.value.location.line == 3
     assert refused.value.message.split(",")[0] == short.value.message.split(",")[0]
+
+
+def test_a_big_mask_with_infinities_is_checked_without_conversion() -> None:
+    """An attention mask: 30k elements, a third of them -inf; a misspelt infinity is still refused."""
+    values = ", ".join("-inf" if i % 3 == 0 else "0.5" for i in range(30_000))
+    module = parse(_long_constant("{" + values + "}", "f32[30000]"))
+    decoded = module.entry.root.literal.value  # type: ignore[union-attr]
+    assert np.isneginf(decoded[::3]).all() and (decoded[1::3] == 0.5).all()
+    with pytest.raises(HloParseError, match="out of range for double"):
+        parse(_long_constant("{" + values.replace("-inf", "-infinity", 1) + "}", "f32[30000]"))
+    with pytest.raises(HloParseError, match="expects integer literal values"):
+        parse(_long_constant("{" + values.replace("0.5", "1") + "}", "s32[30000]"))

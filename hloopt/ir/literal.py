@@ -208,6 +208,8 @@ _SAFE_DIGITS = {"f16": 4, "bf16": 38, "f32": 38, "f64": 308}
 #: Literal texts at least this long are scanned with numpy (`scan_numbers`); shorter ones are read by Python.
 _SCAN_FROM = 4096
 _TOKEN = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
+#: A whole token `inf`, `-inf`, `nan` or `-nan` (not `infinity`, not `nan(0x1)`).
+_WRITTEN_NON_FINITE = re.compile(r"(?<![^\s,{}])-?(?:inf|nan)(?![^\s,{}])")
 
 
 def _check_values(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
@@ -229,7 +231,10 @@ def _integer_range(element_type: str) -> tuple[int, int]:
 
 def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> None:
     low, high = _integer_range(element_type)
-    if scan is not None and not scan.fractional and scan.integer_digits < len(str(high)) and (low < 0 or not scan.negative):
+    if (
+        scan is not None and not scan.fractional and not scan.non_finite
+        and scan.integer_digits < len(str(high)) and (low < 0 or not scan.negative)
+    ):
         return  # every value has fewer digits than the largest one allowed
     fast = _c_numbers(body, np.int64) if element_type != "u64" and len(body) >= _SCAN_FROM else None
     if fast is not None:
@@ -251,8 +256,12 @@ def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None
     part_type = {"c64": "f32", "c128": "f64"}.get(element_type, element_type)
     safe_digits = _SAFE_DIGITS.get(part_type)
     if scan is not None and safe_digits is not None and scan.integer_digits + scan.exponent <= safe_digits:
-        return  # every value is below 10**safe_digits
+        return  # every finite value is below 10**safe_digits (inf and nan are allowed)
     numbers = _c_numbers(body, np.float64) if len(body) >= _SCAN_FROM else _python_floats(body)
+    if numbers is not None:
+        finite = np.isfinite(numbers)
+        if not finite.all() and len(_WRITTEN_NON_FINITE.findall(body)) == numbers.size - int(finite.sum()):
+            numbers = numbers[finite]  # every inf and nan is written as such (an attention mask's -inf, say)
     if numbers is not None and np.isfinite(numbers).all():
         if safe_digits is not None and (not numbers.size or float(np.abs(numbers).max()) < 10.0**safe_digits):
             return

@@ -4,10 +4,10 @@ A 1M-element constant must be checked at parse time (XLA refuses a wrong
 element count or a value its type cannot hold) but never tokenised number by
 number. `scan_numbers` reads the text as bytes in a few vectorised numpy
 passes: it checks that every token is a plain decimal number
-``-?D+(.D*)?([eE][+-]?D+)?``, counts them, and finds the most integer digits
-and the largest positive exponent, which bound every value's magnitude.
-Anything else (inf, nan, true, hex payloads, odd spellings) makes it return
-None, and the caller takes its careful path.
+``-?D+(.D*)?([eE][+-]?D+)?`` or a whole ``-?inf`` or ``-?nan``, counts them,
+and finds the most integer digits and the largest positive exponent, which
+bound every finite value's magnitude. Anything else (true, NaN payloads, odd
+spellings) makes it return None, and the caller takes its careful path.
 """
 from __future__ import annotations
 
@@ -67,6 +67,8 @@ class NumberScan:
     fractional: bool
     #: Some number has a leading minus sign.
     negative: bool
+    #: How many tokens are `inf` or `nan` (read as three digits for the bounds above).
+    non_finite: int = 0
 
 
 def scan_numbers(body: str) -> NumberScan | None:
@@ -76,6 +78,11 @@ def scan_numbers(body: str) -> NumberScan | None:
     except UnicodeEncodeError:
         return None
     classes = _CLASS[raw]
+    words = 0
+    if (classes == OTHER).any():
+        classes, words = _words_as_digits(raw, classes)
+        if classes is None:
+            return None
     marks = np.flatnonzero(classes)  # every byte that is not a digit
     # Bracket the text with separators, so every number has a mark on each side.
     kinds = np.concatenate(([SEPARATOR], classes[marks], [SEPARATOR])).astype(np.uint8)
@@ -102,7 +109,29 @@ def scan_numbers(body: str) -> NumberScan | None:
         ),
         fractional=bool(counts[_FRACTIONAL].any()),
         negative=bool(counts[_pair(SEPARATOR, MINUS, 0)]),
+        non_finite=words,
     )
+
+
+def _words_as_digits(raw: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """Classes with each whole-token `inf` or `nan` (a leading minus allowed) read as three digits,
+    and how many there were; None when any other letter or symbol remains."""
+    starts = np.concatenate([
+        np.flatnonzero((raw[:-2] == a) & (raw[1:-1] == b) & (raw[2:] == c)) for a, b, c in (b"inf", b"nan")
+    ])
+    if not starts.size:
+        return None, 0
+    padded = np.concatenate(([SEPARATOR], classes, [SEPARATOR]))  # padded[i + 1] is the class of byte i
+    before, before_minus = padded[starts], padded[np.maximum(starts - 1, 0)]
+    whole = (padded[starts + 4] == SEPARATOR) & ((before == SEPARATOR) | ((before == MINUS) & (before_minus == SEPARATOR)))
+    if not whole.all():
+        return None, 0
+    classes = classes.copy()
+    for offset in range(3):
+        classes[starts + offset] = DIGIT
+    if (classes == OTHER).any():
+        return None, 0
+    return classes, int(starts.size)
 
 
 def _largest_exponent(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
