@@ -9,6 +9,7 @@ Modules:
   one entry, to about 100k instructions. (Compiling one 100k-instruction jax
   program takes XLA's CPU backend many minutes; the copies are real compiled text.)
 - "constant-1M": one f32 constant of `--constant` elements.
+- "mask-1M": the same size, a third of the elements -inf (no goal; big masks are common).
 
 Prints seconds (best of `--repeat`), MB/s, the ratio to XLA, and the memory
 the parsed module holds per instruction. Goals (issue 2): parse+print ≤ 4× XLA
@@ -92,6 +93,12 @@ def constant_module(elements: int) -> str:
     return f"HloModule big_constant\n\nENTRY %e () -> f32[{elements}] {{\n  ROOT %c = f32[{elements}]{{0}} constant({{{literal}}})\n}}\n"
 
 
+def mask_module(elements: int) -> str:
+    """An attention-mask constant: a third of its elements -inf (the literal check reads inf without converting)."""
+    literal = ", ".join("-inf" if i % 3 == 0 else "0" for i in range(elements))
+    return f"HloModule big_mask\n\nENTRY %e () -> f32[{elements}] {{\n  ROOT %c = f32[{elements}]{{0}} constant({{{literal}}})\n}}\n"
+
+
 def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     times, result = [], None
     for _ in range(repeat):
@@ -141,6 +148,7 @@ def main() -> None:
     args = parser.parse_args()
     measure("jax-100k (compiled jax step, copied)", replicate(compiled_jax_step(), args.copies), args.repeat)
     measure(f"constant-{args.constant}", constant_module(args.constant), args.repeat)
+    measure(f"mask-{args.constant} (a third -inf)", mask_module(args.constant), args.repeat)
 
 
 if __name__ == "__main__":
