@@ -791,17 +791,16 @@ def parse(text: str, filename: str = "<string>") -> Module:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
     with paused_gc():
         try:
-            module: Module = _lark_for(_Parse(text, filename)).parse(text, start="start")
-            return module
-        except (_Relex, UnexpectedInput):
-            pass
-        except RecursionError:
-            raise parse_error_at(text, 0, filename, "input nests too deeply") from None
-        state = _Parse(text, filename)
-        try:
-            module = _lark_for(state).parse(text, start="exact_start")
-            return module
-        except UnexpectedInput as err:
-            raise state.lark_error(err) from None
+            try:
+                fast: Module = _lark_for(_Parse(text, filename)).parse(text, start="start")
+                return fast
+            except (_Relex, UnexpectedInput):
+                pass  # read again one instruction at a time, which also words any error
+            state = _Parse(text, filename)
+            try:
+                exact: Module = _lark_for(state).parse(text, start="exact_start")
+                return exact
+            except UnexpectedInput as err:
+                raise state.lark_error(err) from None
         except RecursionError:
             raise parse_error_at(text, 0, filename, "input nests too deeply") from None

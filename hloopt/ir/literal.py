@@ -260,9 +260,12 @@ def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None
     numbers = _c_numbers(body, np.float64) if len(body) >= _SCAN_FROM else _python_floats(body)
     if numbers is not None:
         finite = np.isfinite(numbers)
-        if not finite.all() and len(_WRITTEN_NON_FINITE.findall(body)) == numbers.size - int(finite.sum()):
-            numbers = numbers[finite]  # every inf and nan is written as such (an attention mask's -inf, say)
-    if numbers is not None and np.isfinite(numbers).all():
+        if not finite.all():
+            # Keep the finite values when every inf and nan is written as such (an attention mask's
+            # -inf, say); otherwise an overflow or an odd spelling: the careful path says which.
+            written = len(_WRITTEN_NON_FINITE.findall(body)) == numbers.size - int(finite.sum())
+            numbers = numbers[finite] if written else None
+    if numbers is not None:
         if safe_digits is not None and (not numbers.size or float(np.abs(numbers).max()) < 10.0**safe_digits):
             return
         tokens: list[str] = []
