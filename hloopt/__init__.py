@@ -9,7 +9,7 @@ from typing import Any
 
 from hloopt.errors import HloError, HloParseError
 from hloopt.ir import Module
-from hloopt.parser import parse
+from hloopt.text.parser import parse
 
 __version__ = "0.1.0"
 
@@ -19,7 +19,7 @@ __all__ = ["HloError", "HloParseError", "Module", "compare", "execute", "parse",
 def __getattr__(name: str) -> Any:
     """`execute` and `compare` load XLA's bridge only when first used."""
     if name in ("execute", "compare"):
-        from hloopt import execution
+        from hloopt.xla import execution
 
         return getattr(execution, name)
     raise AttributeError(f"module 'hloopt' has no attribute {name!r}")

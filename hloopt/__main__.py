@@ -1,4 +1,4 @@
 """``python -m hloopt`` is the ``hloopt`` command."""
-from hloopt.cli import main
+from hloopt.cli.main import main
 
 main()

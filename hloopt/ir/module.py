@@ -322,6 +322,6 @@ class Module:
 
     def to_text(self) -> str:
         """The module in XLA's canonical text style."""
-        from hloopt.printer import print_module
+        from hloopt.text.printer import print_module
 
         return print_module(self)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from hloopt.ir.module import Computation, Instruction, InstructionList, Module
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, tuple_elements
-from hloopt.shape_inference import ShapeResolver
+from hloopt.analysis.shape_inference import ShapeResolver
 
 
 @dataclass

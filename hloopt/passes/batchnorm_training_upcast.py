@@ -9,9 +9,9 @@ from __future__ import annotations
 from hloopt.errors import HloError
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import ArrayShape, TupleShape
-from hloopt.passes.attributes import canonical_order
+from hloopt.ir.attributes import canonical_order
 from hloopt.passes.base import OpExpanderPass, PassResult, known_shape, new_instruction, replace_like_xla, to_f32
-from hloopt.shape_inference import ShapeResolver
+from hloopt.analysis.shape_inference import ShapeResolver
 
 #: CreateBatchNormTraining takes only these two attributes.
 _KEPT = ("epsilon", "feature_index")

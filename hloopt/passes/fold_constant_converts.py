@@ -15,7 +15,7 @@ from hloopt.ir.literal import Literal
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape
 from hloopt.passes.base import OpExpanderPass, PassResult, new_instruction, replace_like_xla
-from hloopt.shape_inference import ShapeResolver
+from hloopt.analysis.shape_inference import ShapeResolver
 
 XLA, NEURON = "xla", "neuron"
 

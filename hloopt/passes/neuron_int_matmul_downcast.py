@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import INT_TYPES, SIGNED_INT_TYPES, ArrayShape, Shape, leaf_shapes
-from hloopt.passes.attributes import canonical_order, with_frontend_attribute, with_op_name_suffix
+from hloopt.ir.attributes import canonical_order, with_frontend_attribute, with_op_name_suffix
 from hloopt.passes.base import OpExpanderPass, PassResult, known_shape, new_instruction, replace_like_xla, to_f32
-from hloopt.shape_inference import ShapeResolver, int_list
+from hloopt.analysis.shape_inference import ShapeResolver, int_list
 
 #: Appended, verbatim with its spaces, to each new instruction's metadata op_name.
 METADATA_SUFFIX = " Downcast for int support "

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hloopt.fileio import write_atomic
-from hloopt.gcpause import paused_gc
+from hloopt.support.fileio import write_atomic
+from hloopt.support.gcpause import paused_gc
 from hloopt.ir.module import Module
 from hloopt.passes.registry import PassInfo, select
-from hloopt.verifier import VerificationError, verify
+from hloopt.analysis.verifier import VerificationError, verify
 
 
 @dataclass(frozen=True)

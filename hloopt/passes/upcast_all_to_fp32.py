@@ -24,7 +24,7 @@ from hloopt.ir.shape import (
     COMPLEX_TYPES, ArrayShape, Shape, TupleShape, fold_tree, leaf_shapes, literal_parts, map_leaves,
 )
 from hloopt.passes.base import HloPass, PassResult, insert_after, known_shape, new_instruction
-from hloopt.shape_inference import ShapeResolver
+from hloopt.analysis.shape_inference import ShapeResolver
 
 #: PrimitiveType values (xla_data.proto, docs/hlo-text-grammar.md §7.1) of the element types.
 PRIMITIVE_TYPE_CODES: dict[str, int] = {

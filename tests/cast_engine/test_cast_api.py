@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from hloopt.cast_engine import ORDINALS, CastError, FP8ConversionConfig, cast
-from hloopt.cast_engine.command import cast_command
+from hloopt.cli.cast import cast_command
 
 
 def test_identity_returns_the_very_object() -> None:

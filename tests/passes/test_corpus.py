@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from hloopt.errors import HloError
-from hloopt.parser import parse
+from hloopt.text.parser import parse
 from hloopt.passes.pipeline import run_pipeline
 from hloopt.passes.registry import select
-from hloopt.verifier import verify
+from hloopt.analysis.verifier import verify
 
 pytestmark = pytest.mark.corpus
 CONFIGS = ("batchnorm-training-upcast", "upcast-all-to-fp32", "neuron-int-matmul-downcast",

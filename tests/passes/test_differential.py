@@ -9,12 +9,12 @@ import xla_helper
 
 from hloopt.ir.literal import numpy_dtype
 from hloopt.ir.shape import ArrayShape
-from hloopt.parser import parse
+from hloopt.text.parser import parse
 from hloopt.passes.pipeline import run_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-GOLDEN = ROOT / "tests" / "golden"
+GOLDEN = ROOT / "tests" / "passes" / "golden"
 
 
 def _inputs(text: str, seed: int, int_range: tuple[int, int] | None = None) -> list[np.ndarray]:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import xla_helper
 
-from hloopt.parser import parse
+from hloopt.text.parser import parse
 from hloopt.passes.pipeline import run_pipeline
 from hloopt.passes.registry import lookup
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parent / "golden"
 CASES = sorted(p for p in GOLDEN.glob("*/*.hlo") if not p.name.endswith(".expected.hlo"))
 
 

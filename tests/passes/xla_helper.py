@@ -1,4 +1,4 @@
-"""XLA for the pass tests: hloopt.xla_bridge, plus the StableHLO conversion check.
+"""XLA for the pass tests: hloopt.xla.bridge, plus the StableHLO conversion check.
 
 `to_stablehlo` is kept here: the corpus worker uses it as the "XLA accepts" test
 (parse + conversion, which runs the shape checks the parser skips) without compiling.
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hloopt import xla_bridge
+from hloopt.xla import bridge as xla_bridge
 
 
 def to_stablehlo(text: str) -> bytes:

@@ -1,0 +1,198 @@
+"""A structural HLO verifier: the checks the pass manager runs after each changing pass.
+
+It catches what a buggy rewrite produces — a shape that no longer follows from
+the operands, an element type an opcode cannot take, a dangling operand or a
+duplicated name, an entry signature out of step with entry_computation_layout —
+before XLA does, and names the pass. It is not XLA's full HloVerifier: opcodes
+outside the common set are checked only for defined operands and legal types.
+"""
+from __future__ import annotations
+
+from hloopt.errors import HloError
+from hloopt.ir.module import Computation, Instruction, Module
+from hloopt.ir.shape import (
+    COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES, ArrayShape, Shape, TupleShape, leaf_shapes,
+)
+from hloopt.analysis.shape_inference import BINARY_SAME, UNARY_SAME, ShapeResolver, infer, int_list
+
+#: Opcodes whose result shape must be exactly what `infer` gives (ignoring layout).
+_INFERRED = UNARY_SAME | BINARY_SAME | {
+    "compare", "is-finite", "select", "clamp", "tuple", "get-tuple-element", "dot", "transpose",
+    "batch-norm-training", "batch-norm-inference", "batch-norm-grad", "real", "imag", "complex",
+}
+_BITWISE = frozenset({"and", "or", "xor", "not"})
+_INTEGER_ONLY = frozenset({"shift-left", "shift-right-arithmetic", "shift-right-logical", "popcnt", "count-leading-zeros"})
+_FLOAT_ONLY = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad", "is-finite", "reduce-precision"})
+#: Elementwise opcodes with no element-type rule of their own (`abs` of a complex number is real).
+_PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - _BITWISE - _INTEGER_ONLY - _FLOAT_ONLY - {"abs"}
+#: Opcodes whose element types `_check_types` looks at beyond the result's.
+_TYPED = _BITWISE | _INTEGER_ONLY | _FLOAT_ONLY | BINARY_SAME | {"convert"}
+
+
+class VerificationError(HloError):
+    """The module breaks an HLO invariant; `problems` lists each one."""
+
+    def __init__(self, problems: list[str], culprit: str | None = None, before_passes: bool = False) -> None:
+        self.problems = problems
+        head = f"after pass {culprit}: " if culprit else ""
+        if before_passes:
+            head = "the input, before any pass: "
+        shown = problems[:10] + ([f"… and {len(problems) - 10} more"] if len(problems) > 10 else [])
+        super().__init__(head + "invalid module:\n  " + "\n  ".join(shown))
+
+
+def same_shape(a: Shape | None, b: Shape | None) -> bool:
+    """Equal element types and dimensions; layouts are not compared."""
+    if a is None or b is None:
+        return False
+    if a is b:
+        return True
+    if isinstance(a, ArrayShape) and isinstance(b, ArrayShape) and a.element_type == b.element_type and a.dims == b.dims:
+        return a.dynamic == b.dynamic or a.to_text(with_layout=False) == b.to_text(with_layout=False)
+    return a.to_text(with_layout=False) == b.to_text(with_layout=False)
+
+
+def verify(module: Module, culprit: str | None = None) -> None:
+    """Raise VerificationError listing every problem found, or return quietly."""
+    problems: list[str] = []
+    shapes = ShapeResolver(module)
+    for computation in module.computations:
+        problems += _check_computation(computation, shapes)
+    problems += _check_entry(module)
+    if problems:
+        raise VerificationError(problems, culprit)
+
+
+def _check_computation(computation: Computation, shapes: ShapeResolver) -> list[str]:
+    problems: list[str] = []
+    defined: set[Instruction] = set()
+    names: set[str] = set()
+    if computation.root is None or computation.root.parent is not computation:
+        problems.append(f"%{computation.name}: root is not an instruction of the computation")
+    for instruction in computation.instructions:
+        found: list[str] = []
+        if instruction.name in names:
+            found.append("name used twice")
+        names.add(instruction.name)
+        for operand in instruction.operands:
+            if operand not in defined:
+                state = "not in this computation" if operand.parent is not computation else "used before it is defined"
+                found.append(f"operand %{operand.name} is {state}")
+        defined.add(instruction)
+        if instruction.shape is not None and not _plainly_elementwise(instruction, shapes):
+            found += _check_types(instruction, shapes) + _check_shape(instruction, shapes)
+        problems += [f"%{instruction.name} in %{computation.name}: {p}" for p in found]
+    return problems
+
+
+def _plainly_elementwise(instruction: Instruction, shapes: ShapeResolver) -> bool:
+    """An elementwise op whose operands all have its result's type and dimensions: every check
+    below would pass, so skip them (most instructions after an upcast are like this)."""
+    shape = instruction.shape
+    if instruction.opcode not in _PLAIN_ELEMENTWISE or not isinstance(shape, ArrayShape) or not instruction.operands:
+        return False
+    if shape.element_type not in PRIMITIVE_TYPES:
+        return False
+    for operand in instruction.operands:
+        other = shapes(operand)
+        if not (isinstance(other, ArrayShape) and other.element_type == shape.element_type
+                and other.dims == shape.dims and other.dynamic == shape.dynamic):
+            return False
+    return True
+
+
+def _check_types(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+    shape = instruction.shape
+    assert shape is not None
+    leaves = [shape] if isinstance(shape, ArrayShape) else leaf_shapes(shape)
+    problems = [f"unknown element type {leaf.element_type}" for leaf in leaves if leaf.element_type not in PRIMITIVE_TYPES]
+    op = instruction.opcode
+    if op not in _TYPED:
+        return problems
+    operand_types = [s.element_type for o in instruction.operands if isinstance(s := shapes(o), ArrayShape)]
+    if op in _BITWISE and any(t not in INT_TYPES and t != "pred" for t in operand_types):
+        problems.append(f"{op} needs integer or pred operands, not {', '.join(operand_types)}")
+    if op in _INTEGER_ONLY and any(t not in INT_TYPES for t in operand_types):
+        problems.append(f"{op} needs integer operands, not {', '.join(operand_types)}")
+    if op in _FLOAT_ONLY and any(t not in FLOAT_TYPES for t in operand_types):
+        problems.append(f"{op} needs floating-point operands, not {', '.join(operand_types)}")
+    if op in BINARY_SAME and len(set(operand_types)) > 1:
+        problems.append(f"{op} operands have different element types: {', '.join(operand_types)}")
+    if op == "convert" and not isinstance(shape, ArrayShape):
+        problems.append("convert must produce an array")
+    return problems
+
+
+def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+    shape = instruction.shape
+    op = instruction.opcode
+    operands = [shapes(o) for o in instruction.operands]
+    if op == "get-tuple-element" and isinstance(operands[0] if operands else None, TupleShape):
+        index, size = int_list(instruction.attributes.get("index")), len(operands[0].elements)  # type: ignore[union-attr]
+        if not index or not 0 <= index[0] < size:
+            return [f"index {index[0] if index else '(none)'} is out of range for a tuple of {size} elements"]
+    if op in _INFERRED:
+        expected = infer(instruction, operands)
+        if op == "dot" and isinstance(expected, ArrayShape) and isinstance(shape, ArrayShape):
+            expected = expected.with_element_type(shape.element_type)
+        if expected is not None and not same_shape(expected, shape):
+            return [f"shape {shape.to_text(False)} does not follow from the operands ({expected.to_text(False)})"]
+        return []
+    if op == "convert" and operands and isinstance(operands[0], ArrayShape) and isinstance(shape, ArrayShape):
+        if operands[0].dims != shape.dims:
+            return [f"convert changes dimensions {operands[0].to_text(False)} → {shape.to_text(False)}"]
+        if (operands[0].element_type in COMPLEX_TYPES) != (shape.element_type in COMPLEX_TYPES) and operands[0].element_type in COMPLEX_TYPES:
+            return [f"convert from complex {operands[0].element_type} to {shape.element_type} is not allowed"]
+    if op == "constant" and instruction.literal is not None and not same_shape(instruction.literal.shape, shape):
+        return [f"literal shape {instruction.literal.shape.to_text(False)} differs from {shape.to_text(False)}"]
+    if op in ("call", "fusion", "while", "conditional"):
+        return _check_calls(instruction, shapes)
+    return []
+
+
+def _check_calls(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+    """Callee signatures against the caller: parameters take the operands, roots give the result."""
+    problems: list[str] = []
+    shape = instruction.shape
+    attrs = instruction.attributes
+    pairs: list[tuple[Computation, list[Shape | None], Shape | None]] = []
+    operands = [shapes(o) for o in instruction.operands]
+    for key in ("to_apply", "calls"):
+        callee = attrs.get(key)
+        if isinstance(callee, Computation):
+            pairs.append((callee, operands, shape))
+    if instruction.opcode == "while":
+        for key, result in (("body", shape), ("condition", ArrayShape("pred"))):
+            callee = attrs.get(key)
+            if isinstance(callee, Computation):
+                pairs.append((callee, operands, result))
+    for callee, args, result in pairs:
+        params = [p.shape for p in callee.parameters()]
+        if len(params) != len(args):
+            problems.append(f"calls %{callee.name} with {len(args)} operands, it takes {len(params)}")
+        for index, (param, arg) in enumerate(zip(params, args)):
+            if arg is not None and not same_shape(param, arg):
+                problems.append(f"operand {index} is {arg.to_text(False)}, %{callee.name} takes {param.to_text(False)}")  # type: ignore[union-attr]
+        root_shape = shapes(callee.root) if callee.root is not None else None
+        if root_shape is not None and not same_shape(root_shape, result):
+            problems.append(f"%{callee.name} returns {root_shape.to_text(False)}, expected {result.to_text(False)}")  # type: ignore[union-attr]
+    return problems
+
+
+def _check_entry(module: Module) -> list[str]:
+    layout = module.entry_layout
+    if layout is None:
+        return []
+    entry = module.entry
+    params = entry.parameters()
+    problems: list[str] = []
+    if len(params) != len(layout.parameters):
+        problems.append(f"entry has {len(params)} parameters, entry_computation_layout lists {len(layout.parameters)}")
+    for param, expected in zip(params, layout.parameters):
+        if param.shape is not None and not same_shape(param.shape, expected):
+            problems.append(f"entry parameter %{param.name} is {param.shape.to_text(False)}, "
+                            f"entry_computation_layout says {expected.to_text(False)}")
+    root = entry.root
+    if root is not None and root.shape is not None and not same_shape(root.shape, layout.result):
+        problems.append(f"entry result is {root.shape.to_text(False)}, entry_computation_layout says {layout.result.to_text(False)}")
+    return problems

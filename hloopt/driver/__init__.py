@@ -1,0 +1,1 @@
+"""One module's flow from file to file, and batches of them."""

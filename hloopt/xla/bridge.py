@@ -1,0 +1,510 @@
+"""The only door to jaxlib's private API: XLA's own HLO parser and printer, CPU compile, execute.
+
+Imported lazily (jax costs ~0.7 s to import, which ``hloopt run`` must not pay).
+Tested with jax/jaxlib 0.10.2; the calls follow ``shared/recipes/xla_reference.py``.
+
+Some inputs crash jaxlib (SIGSEGV/abort in the parser or the StableHLO
+converter), so `isolated_map` runs calls in long-lived worker processes
+(``python -m hloopt.xla.bridge``) and turns a dead worker into an `XlaCrash`
+for exactly the call it was running, then restarts the worker.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from hloopt.errors import HloError
+from hloopt.ir.literal import LiteralError, numpy_dtype
+from hloopt.ir.shape import ArrayShape
+
+#: The stages a module goes through, in order; an `XlaError` names the one that failed.
+STAGES = ("parse", "convert", "compile", "execute")
+
+
+class XlaError(HloError):
+    """XLA rejected a module: the failing stage plus XLA's own message."""
+
+    def __init__(self, stage: str, message: str, source: str | None = None) -> None:
+        self.stage = stage
+        self.message = message.strip()
+        self.source = source
+        super().__init__(stage, self.message, source)
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}XLA {self.stage} failed: {self.message}"
+
+
+class XlaCrash(XlaError):
+    """A worker process died (signal, abort, timeout) while XLA was at `stage`."""
+
+
+# --- in-process XLA ------------------------------------------------------------------------
+
+#: Called with each stage name as it starts; a worker uses it to tell its parent where it is.
+_stage_listener: Callable[[str], None] | None = None
+
+
+@contextmanager
+def _stage(name: str) -> Iterator[None]:
+    """Run one stage, turning any jaxlib exception into an `XlaError` for that stage."""
+    if _stage_listener is not None:
+        _stage_listener(name)
+    try:
+        yield
+    except HloError:
+        raise
+    except Exception as err:  # jaxlib raises JaxRuntimeError, MLIRError, ValueError, TypeError…
+        raise XlaError(name, str(err) or type(err).__name__) from None
+
+
+def _backend() -> Any:
+    import jax.extend
+
+    return jax.extend.backend.get_backend("cpu")
+
+
+def _parse(text: str) -> Any:
+    import jaxlib._hlo as hlo
+
+    with _stage("parse"):
+        return hlo.hlo_module_from_text(text)
+
+
+def canonical(text: str) -> str:
+    """The module as XLA itself prints it after parsing (raises `XlaError` at stage parse)."""
+    return _parse(text).to_string()
+
+
+def _leaf_shapes(shape: Any) -> list[ArrayShape]:
+    """The array leaves of an XLA shape, in the order PJRT flattens tuples."""
+    if shape.is_tuple():
+        return [leaf for element in shape.tuple_shapes() for leaf in _leaf_shapes(element)]
+    if shape.is_token():
+        return [ArrayShape("token")]
+    dims = tuple(shape.dimensions())
+    dynamic = tuple(shape.is_dynamic_dimension(i) for i in range(len(dims)))
+    return [ArrayShape(shape.xla_element_type().name.lower(), dims, dynamic)]
+
+
+def host_spec(shape: ArrayShape) -> tuple[tuple[int, ...], np.dtype]:
+    """The numpy shape and dtype that carry a leaf; tokens are ``bool[0]`` as in jax."""
+    if shape.element_type == "token":
+        return (0,), np.dtype(np.bool_)
+    try:
+        return shape.dims, numpy_dtype(shape.element_type)
+    except LiteralError as err:
+        raise XlaError("execute", f"{shape.to_text()}: {err}") from None
+
+
+@dataclass(frozen=True)
+class Executable:
+    """A module compiled for the CPU; `parameters`/`results` are flattened array leaves."""
+
+    name: str
+    parameters: tuple[ArrayShape, ...]
+    results: tuple[ArrayShape, ...]
+    _loaded: Any = field(repr=False, compare=False)
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run once; tuple results come back flattened in order."""
+        from jax._src import config
+
+        self._check_inputs(inputs)
+        backend = _backend()
+        device = backend.devices()[0]
+        with _stage("execute"), config.enable_x64(True):  # x64 keeps f64/s64 inputs as they are
+            import jax
+
+            buffers = [jax.device_put(np.ascontiguousarray(x), device) for x in inputs]
+            results = self._loaded.execute_sharded(buffers).disassemble_into_single_device_arrays()
+            return [
+                np.zeros((0,), np.bool_) if leaf.element_type == "token" else np.asarray(shards[0])
+                for leaf, shards in zip(self.results, results)
+            ]
+
+    def _check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        """Say which input is wrong here, rather than let PJRT fail with a buffer-size message."""
+        if len(inputs) != len(self.parameters):
+            raise XlaError("execute", f"{self.name} takes {len(self.parameters)} inputs, got {len(inputs)}")
+        for index, (array, leaf) in enumerate(zip(inputs, self.parameters)):
+            dims, dtype = host_spec(leaf)
+            if tuple(array.shape) != dims or array.dtype != dtype:
+                raise XlaError(
+                    "execute",
+                    f"input {index} must be {leaf.to_text()} ({dtype.name}{list(dims)}), "
+                    f"got {array.dtype.name}{list(array.shape)}",
+                )
+
+
+def compile_cpu(text: str) -> Executable:
+    """Parse, convert to StableHLO (which also runs XLA's shape checks) and compile for the CPU."""
+    return _compile_cached(text)
+
+
+@lru_cache(maxsize=8)
+def _compile_cached(text: str) -> Executable:
+    """Compiling twice gives the same code, so `compare(m, m)` compiles once."""
+    import jaxlib._hlo as hlo
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib import _jax
+    from jax._src.lib.mlir import ir
+
+    module = _parse(text)
+    proto = module.as_serialized_hlo_module_proto()
+    with _stage("convert"):
+        program = hlo.XlaComputation(proto).program_shape()
+        parameters = tuple(leaf for shape in program.parameter_shapes() for leaf in _leaf_shapes(shape))
+        results = tuple(_leaf_shapes(program.result_shape()))
+        stablehlo = _jax.mlir.hlo_to_stablehlo(proto)
+    backend = _backend()
+    with jax_mlir.make_ir_context():
+        with _stage("convert"):
+            mlir_module = ir.Module.parse(stablehlo)
+        with _stage("compile"):
+            loaded = backend.compile_and_load(mlir_module, _jax.DeviceList((backend.devices()[0],)))
+    return Executable(module.name, parameters, results, loaded)
+
+
+def execute(text: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Compile `text` for the CPU and run it once on `inputs` (flattened parameter leaves)."""
+    return compile_cpu(text)(inputs)
+
+
+# --- isolation in worker processes ---------------------------------------------------------
+
+_HEADER = struct.Struct("<Q")
+
+
+def _send(stream: BinaryIO, message: Any) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(payload)) + payload)
+    stream.flush()
+
+
+#: How often a waiting parent looks at the clock and at the worker's stderr.
+_POLL_SECONDS = 0.2
+#: A worker that printed one of these is dying (the reason is already printed above the marker),
+#: and jaxlib's abort handler can take seconds or hang while it symbolises the stack: kill it.
+_FATAL_MARKERS = (b"*** Check failure stack trace", b"*** SIGSEGV", b"*** SIGABRT", b"*** SIGBUS", b"*** SIGFPE")
+#: stderr lines that say why XLA died (glog fatal/error lines, failed checks).
+_CAUSE = re.compile(r"^[FE]\d{4} |Check failed|RET_CHECK|\*\*\* SIG")
+
+
+def _read_exact(fd: int, size: int, keep_waiting: Callable[[], bool] | None) -> bytes | None:
+    """`size` bytes from `fd`; None on EOF (the worker died) or once `keep_waiting()` says stop."""
+    chunks: list[bytes] = []
+    while size:
+        if keep_waiting is not None:
+            while not select.select([fd], [], [], _POLL_SECONDS)[0]:
+                if not keep_waiting():
+                    return None
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _receive(fd: int, keep_waiting: Callable[[], bool] | None) -> Any | None:
+    header = _read_exact(fd, _HEADER.size, keep_waiting)
+    if header is None:
+        return None
+    payload = _read_exact(fd, _HEADER.unpack(header)[0], keep_waiting)
+    return None if payload is None else pickle.loads(payload)
+
+
+class _Zygote:
+    """``python -m hloopt.xla.bridge --zygote``: imports jax once, then forks ready workers.
+
+    A worker that crashes costs a fork (~10 ms) instead of a fresh interpreter
+    and jax import (~1 s), which matters when hundreds of corpus modules crash
+    XLA. The zygote never starts a backend, so it has no XLA threads to fork.
+    """
+
+    def __init__(self) -> None:
+        self._socket, theirs = socket.socketpair()
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "hloopt.xla.bridge", "--zygote", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+        )
+        theirs.close()
+        self._lock = threading.Lock()
+
+    def spawn(self, stderr: int) -> tuple[int, int, int]:
+        """A new worker writing its stderr to `stderr`: (pid, request fd, reply fd)."""
+        with self._lock:
+            socket.send_fds(self._socket, [b"spawn"], [stderr])
+            message, fds, _, _ = socket.recv_fds(self._socket, 64, 2)
+        if not message:
+            raise RuntimeError("the XLA worker zygote died")
+        return int(message), fds[0], fds[1]
+
+    def reap(self, pid: int) -> int:
+        """Wait for a worker that has exited or been killed; its return code (-N for signal N)."""
+        with self._lock:
+            self._socket.sendall(f"reap {pid}".encode())
+            return int(self._socket.recv(64))
+
+    def close(self) -> None:
+        self._socket.close()  # the zygote sees EOF and exits
+        self._process.wait()
+
+
+def _zygote_serve(fd: int) -> None:
+    """Zygote loop: fork a worker per ``spawn`` (passing back its pipes), reap one per ``reap``."""
+    import jax.extend  # noqa: F401  (the point of the zygote: imported once, inherited by every fork)
+    import jaxlib._hlo  # noqa: F401
+    from jax._src.interpreters import mlir  # noqa: F401
+
+    _die_with_parent()
+    channel = socket.socket(fileno=fd)
+    while True:
+        message, fds, _, _ = socket.recv_fds(channel, 64, 1)
+        if not message:
+            return
+        if message.startswith(b"reap "):
+            channel.sendall(str(os.waitstatus_to_exitcode(os.waitpid(int(message[5:]), 0)[1])).encode())
+            continue
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _die_with_parent()
+            channel.close()
+            for target, source in ((0, request_read), (1, reply_write), (2, fds[0])):
+                os.dup2(source, target)
+            for unused in (request_read, request_write, reply_read, reply_write, fds[0]):
+                os.close(unused)
+            try:
+                _serve()
+            finally:
+                os._exit(0)
+        socket.send_fds(channel, [str(pid).encode()], [request_write, reply_read])
+        for done in (request_read, request_write, reply_read, reply_write, fds[0]):
+            os.close(done)
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGKILL when the parent dies, so a worker stuck in an endless loop is not orphaned."""
+    import ctypes
+
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+class _Worker:
+    """One forked worker; its stderr goes to a file kept for crash reports."""
+
+    def __init__(self, zygote: _Zygote) -> None:
+        self._zygote = zygote
+        self._stderr = tempfile.TemporaryFile()
+        self._pid, request, self._replies = zygote.spawn(self._stderr.fileno())
+        self._requests = os.fdopen(request, "wb")
+        self._returncode: int | None = None
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None) -> tuple[str, Any]:
+        """``("ok", value)``, ``("error", HloError)``, ``("bug", traceback)`` or ``("crash", XlaCrash)``.
+
+        After a crash the worker is gone (killed if it hung, past `timeout` or while dying).
+        """
+        stderr_start = os.fstat(self._stderr.fileno()).st_size
+        watch = _Watch(self._stderr.fileno(), stderr_start, timeout)
+        stage = "start"
+        try:
+            _send(self._requests, (fn, args))
+        except BrokenPipeError:
+            pass  # died before reading: reported as a crash below
+        else:
+            while (message := _receive(self._replies, watch.keep_waiting)) is not None:
+                kind, value = message
+                if kind != "stage":
+                    return kind, value
+                stage = value
+        return "crash", XlaCrash(stage, self._death_note(watch, stderr_start))
+
+    def _death_note(self, watch: _Watch, stderr_start: int) -> str:
+        if watch.expired or watch.dying:
+            os.kill(self._pid, signal.SIGKILL)
+        code = self._reap()
+        if watch.expired:
+            note = f"worker timed out after {watch.timeout:g} s, killed"
+        elif code == -signal.SIGKILL:
+            note = "worker killed after a fatal XLA error"
+        else:
+            note = f"worker died with {signal.Signals(-code).name}" if code < 0 else f"worker exited with code {code}"
+        lines = _read_from(self._stderr.fileno(), stderr_start).decode(errors="replace").splitlines()
+        causes = [line.strip() for line in lines if _CAUSE.search(line)][:3]
+        return "\n".join([note, *causes])
+
+    def _reap(self) -> int:
+        if self._returncode is None:
+            self._returncode = self._zygote.reap(self._pid)
+        return self._returncode
+
+    def close(self) -> None:
+        """End the worker (it is idle or dead, so nothing is lost) and reap it."""
+        self._requests.close()
+        if self._returncode is None:
+            with suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+        self._reap()
+        os.close(self._replies)
+        self._stderr.close()
+
+
+class _Watch:
+    """Decides, while a parent waits, whether a worker may still answer: deadline and death throes."""
+
+    def __init__(self, stderr: int, offset: int, timeout: float | None) -> None:
+        self._stderr = stderr
+        self._start = self._offset = offset
+        self.timeout = timeout
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self.dying = False
+        self.expired = False
+
+    def keep_waiting(self) -> bool:
+        now = time.monotonic()
+        if self._deadline is not None and now > self._deadline:
+            self.expired = True
+            return False
+        self.dying = self.dying or self._fatal_printed()
+        return not self.dying
+
+    def _fatal_printed(self) -> bool:
+        start = max(self._offset - max(map(len, _FATAL_MARKERS)), self._start)
+        new = _read_from(self._stderr, start)
+        self._offset = start + len(new)
+        return any(marker in new for marker in _FATAL_MARKERS)
+
+
+def _read_from(fd: int, offset: int) -> bytes:
+    """The rest of a file from `offset`, without moving the file position the worker shares."""
+    return os.pread(fd, max(os.fstat(fd).st_size - offset, 0), offset)
+
+
+def isolated_map(
+    fn: Callable[..., Any],
+    calls: Sequence[tuple[Any, ...]],
+    *,
+    workers: int = 2,
+    timeout: float | None = None,
+) -> list[Any]:
+    """``fn(*args)`` for each args tuple in worker processes; results in order.
+
+    `fn` must be importable by name (it is pickled by reference). An `HloError`
+    (an `XlaError`, or an `XlaCrash` for a worker that died or ran past
+    `timeout` seconds) takes the place of that call's result. Each worker
+    streams its stage, so a crash is pinned on the one call that caused it
+    without bisecting, and only that call is lost. Any other exception in a
+    worker is a bug and is raised here as a RuntimeError.
+    """
+    results: list[Any] = [None] * len(calls)
+    if not calls:
+        return results
+    zygote = _Zygote()
+    pending = iter(range(len(calls)))
+    lock = threading.Lock()
+    failures: list[str] = []
+
+    def drain() -> None:
+        worker: _Worker | None = None
+        try:
+            while not failures:
+                with lock:
+                    index = next(pending, None)
+                if index is None:
+                    return
+                worker = worker or _Worker(zygote)
+                kind, value = worker.call(fn, calls[index], timeout)
+                if kind == "bug":
+                    failures.append(value)
+                    return
+                results[index] = value
+                if kind == "crash":
+                    worker.close()
+                    worker = None
+        except Exception:
+            failures.append(traceback.format_exc())
+        finally:
+            if worker is not None:
+                worker.close()
+
+    threads = [threading.Thread(target=drain, daemon=True) for _ in range(max(1, min(workers, len(calls))))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    zygote.close()
+    if failures:
+        raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised in a worker:\n{failures[0]}")
+    return results
+
+
+def isolated_call(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+    """``fn(*args)`` in one worker process: an XLA crash becomes an `XlaCrash`, not a dead CLI."""
+    (result,) = isolated_map(fn, [args], workers=1, timeout=timeout)
+    if isinstance(result, HloError):
+        raise result
+    return result
+
+
+def canonical_in_subprocess(texts: Sequence[str], workers: int = 2) -> list[str | HloError]:
+    """XLA's canonical print of each text, or the error (`XlaError`/`XlaCrash`) in its place."""
+    return isolated_map(canonical, [(text,) for text in texts], workers=workers)
+
+
+def _portable(error: HloError) -> HloError:
+    """The error itself if it survives pickling, else a plain HloError with the same text."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return HloError(str(error))
+    return error
+
+
+def _serve() -> None:
+    """Worker loop: read ``(fn, args)`` frames on stdin, answer with stage and result frames."""
+    global _stage_listener
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # stray prints from XLA or user code must not corrupt the frames
+    _stage_listener = lambda name: _send(replies, ("stage", name))  # noqa: E731
+    while (message := _receive(0, None)) is not None:
+        fn, args = message
+        try:
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except HloError as err:
+            reply = ("error", _portable(err))
+        except Exception:
+            reply = ("bug", traceback.format_exc())
+        _send(replies, reply)
+
+
+if __name__ == "__main__":
+    from hloopt.xla import bridge as xla_bridge
+
+    # The imported module, not __main__, so pickled classes resolve to hloopt.xla.bridge.*
+    xla_bridge._zygote_serve(int(sys.argv[2]))

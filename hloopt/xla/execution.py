@@ -1,0 +1,491 @@
+"""Run HLO modules on XLA's CPU backend and compare two runs output by output.
+
+Inputs are made from the parameter types XLA reports after compiling (tuple
+parameters flattened, as PJRT takes them), so what runs is exactly what XLA
+understood. `compare` measures what a rewrite did to the numbers, like XLA's
+``run_hlo_module --reference_platform``: module A is the reference.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import warnings
+import zipfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache, partial
+from typing import Any, Union
+
+import numpy as np
+
+from hloopt.errors import HloError
+from hloopt.support.fileio import write_atomic
+from hloopt.ir import Module
+from hloopt.ir.shape import ArrayShape, PRIMITIVE_TYPES
+from hloopt.xla.bridge import Executable, XlaError, compile_cpu, host_spec, isolated_call
+
+DEFAULT_RTOL = 1e-5
+DEFAULT_ATOL = 1e-8
+#: Inputs plus outputs above this are refused before anything is allocated.
+DEFAULT_MAX_BYTES = 1 << 30
+
+ModuleLike = Union[Module, str]
+
+
+class ExecutionError(HloError):
+    """Inputs or outputs that cannot be used as asked (the XLA side was fine)."""
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+
+def _compile(module: ModuleLike, label: str) -> Executable:
+    """Compile, naming the module in XLA's error (its messages say only "line:column")."""
+    text = module if isinstance(module, str) else module.to_text()
+    try:
+        return compile_cpu(text)
+    except XlaError as err:
+        raise type(err)(err.stage, err.message, label) from None
+
+
+def _kind(dtype: np.dtype) -> str:
+    """bool, int, float or complex, ml_dtypes' narrow types included."""
+    import ml_dtypes
+
+    if dtype == np.bool_:
+        return "bool"
+    if dtype.kind == "c":
+        return "complex"
+    try:
+        ml_dtypes.finfo(dtype)
+        return "float"
+    except ValueError:
+        ml_dtypes.iinfo(dtype)
+        return "int"
+
+
+def _random_leaf(leaf: ArrayShape, rng: np.random.Generator) -> np.ndarray:
+    """Normal floats rounded once into their own dtype, small ints, fair booleans."""
+    import ml_dtypes
+
+    dims, dtype = host_spec(leaf)
+    kind = _kind(dtype)
+    if kind == "bool":
+        return rng.integers(0, 2, dims).astype(np.bool_)
+    if kind == "int":
+        info = ml_dtypes.iinfo(dtype)
+        return rng.integers(max(info.min, -8), min(info.max, 8), dims, endpoint=True).astype(dtype)
+    values = rng.standard_normal(dims)
+    if kind == "complex":
+        values = values + 1j * rng.standard_normal(dims)
+    elif float(ml_dtypes.finfo(dtype).min) > 0:  # unsigned formats such as f8e8m0fnu
+        values = np.abs(values)
+    return values.astype(dtype)
+
+
+def random_inputs(parameters: Sequence[ArrayShape], seed: int = 0) -> list[np.ndarray]:
+    """One array per parameter leaf; leaf i depends only on (seed, i, its type)."""
+    return [_random_leaf(leaf, np.random.default_rng([seed, index])) for index, leaf in enumerate(parameters)]
+
+
+def _wide(array: np.ndarray) -> np.ndarray:
+    """float64 (complex128) values: every type XLA has widens into them exactly, bar >2^53 ints."""
+    return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal value and sign (so -0 ≠ +0), or both NaN."""
+    wa, wb = _wide(a), _wide(b)
+    return ((wa == wb) & (np.signbit(wa.real) == np.signbit(wb.real))) | (np.isnan(wa) & np.isnan(wb))
+
+
+def convert_exact(array: np.ndarray, leaf: ArrayShape, label: str) -> np.ndarray:
+    """`array` as `leaf`'s dtype, refusing any value the conversion would change.
+
+    npz files return ml_dtypes arrays (bf16, fp8…) as raw bytes: those bytes are
+    taken as the leaf's type when the item sizes agree.
+    """
+    dims, dtype = host_spec(leaf)
+    array = np.asarray(array)
+    if array.dtype.kind == "V" and array.dtype.itemsize == dtype.itemsize:
+        array = array.view(dtype)
+    if tuple(array.shape) != dims:
+        raise ExecutionError(f"{label}: needs shape {list(dims)} ({leaf.to_text()}), got {list(array.shape)}")
+    if array.dtype == dtype:
+        return array
+    try:
+        with np.errstate(invalid="ignore", over="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+            converted = array.astype(dtype)
+        changed = int(np.count_nonzero(~_same_values(array, converted)))
+    except (TypeError, ValueError) as err:
+        raise ExecutionError(f"{label}: cannot convert {array.dtype.name} to {leaf.element_type}: {err}") from None
+    if changed:
+        raise ExecutionError(
+            f"{label}: {changed} of {array.size} values change when converted from "
+            f"{array.dtype.name} to {leaf.element_type}, so the input would not be exact"
+        )
+    return converted
+
+
+def _check_runnable(executables: Sequence[Executable], max_bytes: int) -> None:
+    """Refuse before allocating (a corpus module may declare f32[1000000,100000]), and refuse
+    dynamic results: PJRT hands back their buffers padded to the bound, the padding undefined."""
+    total = 0
+    for executable in executables:
+        for index, leaf in enumerate(executable.results):
+            if any(leaf.dynamic):
+                raise ExecutionError(
+                    f"{executable.name}: output {index} is {leaf.to_text()}, a dynamic shape; the CPU run "
+                    "returns it padded to its bound with undefined padding, so it cannot be read or compared"
+                )
+        for leaf in executable.parameters + executable.results:
+            dims, dtype = host_spec(leaf)
+            total += math.prod(dims) * dtype.itemsize
+    if total > max_bytes:
+        raise ExecutionError(
+            f"inputs and outputs need {total / 2**20:,.1f} MiB, over the limit of {max_bytes / 2**20:,.1f} MiB"
+        )
+
+
+def _prepare(
+    executable: Executable, inputs: Sequence[np.ndarray] | None, seed: int
+) -> list[np.ndarray]:
+    if inputs is None:
+        return random_inputs(executable.parameters, seed)
+    _check_count(executable, inputs)
+    return [convert_exact(x, leaf, f"input {i}") for i, (x, leaf) in enumerate(zip(inputs, executable.parameters))]
+
+
+def _check_count(executable: Executable, inputs: Sequence[np.ndarray]) -> None:
+    if len(inputs) != len(executable.parameters):
+        raise ExecutionError(
+            f"{executable.name} takes {len(executable.parameters)} inputs (tuple parameters flattened), "
+            f"got {len(inputs)}"
+        )
+
+
+# --- execute ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One run: the flattened parameter and result leaves, the inputs used and the outputs."""
+
+    parameters: tuple[ArrayShape, ...]
+    results: tuple[ArrayShape, ...]
+    inputs: tuple[np.ndarray, ...]
+    outputs: tuple[np.ndarray, ...]
+
+
+def run(
+    module: ModuleLike,
+    inputs: Sequence[np.ndarray] | None = None,
+    seed: int = 0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    label: str = "module",
+) -> Execution:
+    """Compile for the CPU and run once; without `inputs`, make them from `seed`."""
+    executable = _compile(module, label)
+    _check_runnable([executable], max_bytes)
+    prepared = _prepare(executable, inputs, seed)
+    outputs = executable(prepared)
+    return Execution(executable.parameters, executable.results, tuple(prepared), tuple(outputs))
+
+
+def execute(
+    module: ModuleLike,
+    inputs: Sequence[np.ndarray] | None = None,
+    seed: int = 0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[np.ndarray]:
+    """The outputs of one CPU run, tuple results flattened in order (tokens are ``bool[0]``)."""
+    return list(run(module, inputs, seed, max_bytes).outputs)
+
+
+# --- compare ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """How output `index` of B differs from the reference A."""
+
+    index: int
+    shape: tuple[int, ...]
+    type_a: str
+    type_b: str
+    bit_identical: bool
+    max_abs_err: float
+    max_rel_err: float
+    #: In `ulp_type`, the lower-precision type of the two; None when the kinds differ.
+    max_ulp: int | None
+    ulp_type: str | None
+    over_tolerance: int
+    nan_mismatches: int
+    worst_index: tuple[int, ...] | None
+    worst_a: str | None
+    worst_b: str | None
+
+    @property
+    def within_tolerance(self) -> bool:
+        return self.over_tolerance == 0
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    """Per-output comparison; `seed` is None when the inputs were given."""
+
+    outputs: tuple[OutputComparison, ...]
+    rtol: float
+    atol: float
+    seed: int | None
+
+    @property
+    def ok(self) -> bool:
+        return all(output.within_tolerance for output in self.outputs)
+
+    @property
+    def bit_identical(self) -> bool:
+        return all(output.bit_identical for output in self.outputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: non-finite floats become the strings "inf", "-inf", "nan"."""
+        outputs = [
+            {**asdict(output), "within_tolerance": output.within_tolerance, "elements": output.elements}
+            for output in self.outputs
+        ]
+        return _json_safe({"ok": self.ok, "bit_identical": self.bit_identical, "rtol": self.rtol,
+                           "atol": self.atol, "seed": self.seed, "outputs": outputs})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def render(self) -> str:
+        """A table for people: one row per output, then the verdict."""
+        header = ("output", "shape", "type", "bit-identical", "max abs", "max rel", "max ulp", "over tol", "worst")
+        rows = [header] + [_row(output) for output in self.outputs]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+        over = sum(not output.within_tolerance for output in self.outputs)
+        inputs = "given inputs" if self.seed is None else f"seed={self.seed}"
+        verdict = "all outputs within tolerance" if over == 0 else f"{over} of {len(self.outputs)} outputs over tolerance"
+        lines.append(f"{verdict} (rtol={self.rtol:g}, atol={self.atol:g}, {inputs})")
+        return "\n".join(lines)
+
+
+def _row(output: OutputComparison) -> tuple[str, ...]:
+    types = output.type_a if output.type_a == output.type_b else f"{output.type_a}->{output.type_b}"
+    ulp = "-" if output.max_ulp is None else f"{output.max_ulp} ({output.ulp_type})"
+    worst = "-" if output.worst_index is None else f"{list(output.worst_index)}: {output.worst_a} vs {output.worst_b}"
+    return (
+        str(output.index), str(list(output.shape)), types, "yes" if output.bit_identical else "no",
+        f"{output.max_abs_err:.3g}", f"{output.max_rel_err:.3g}", ulp,
+        f"{output.over_tolerance}/{output.elements}", worst,
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+@lru_cache(maxsize=None)
+def xla_type_name(dtype: np.dtype) -> str:
+    """The XLA element type held by a numpy dtype (the inverse of `numpy_dtype`)."""
+    from hloopt.ir.literal import LiteralError, numpy_dtype
+
+    for name in sorted(PRIMITIVE_TYPES):
+        try:
+            if numpy_dtype(name) == dtype:
+                return name
+        except LiteralError:
+            continue
+    return dtype.name
+
+
+def _precision(dtype: np.dtype) -> tuple[int, int]:
+    """What `lower` ranks by: mantissa bits then exponent range (floats), bits (ints)."""
+    import ml_dtypes
+
+    if _kind(dtype) == "float":
+        info = ml_dtypes.finfo(dtype)
+        return int(info.nmant), int(info.maxexp)
+    if _kind(dtype) == "int":
+        return int(ml_dtypes.iinfo(dtype).bits), 0
+    return 1, 0
+
+
+def _ordered(array: np.ndarray) -> np.ndarray:
+    """Float bit patterns mapped to integers whose difference counts ULPs (+0 and -0 meet)."""
+    import ml_dtypes
+
+    info = ml_dtypes.finfo(array.dtype)
+    bits = array.view(f"u{array.dtype.itemsize}").astype(np.int64)
+    if float(info.min) > 0:  # unsigned format: no sign bit
+        return bits
+    sign = 1 << (int(info.bits) - 1)
+    return np.where(bits & sign, -(bits & (sign - 1)), bits)
+
+
+def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
+    """Max ULP distance between a and b, in the lower-precision type of the two."""
+    kind = _kind(a.dtype)
+    if kind != _kind(b.dtype):
+        return None, None
+    low = min(a.dtype, b.dtype, key=_precision)
+    a, b = a.astype(low), b.astype(low)
+    if kind == "complex":
+        parts = [(a.real, b.real), (a.imag, b.imag)]
+    else:
+        parts = [(a, b)]
+    worst = 0
+    for x, y in parts:
+        if _kind(x.dtype) == "float":
+            comparable = ~(np.isnan(x) | np.isnan(y))
+            distance = np.abs(_ordered(x[comparable]) - _ordered(y[comparable]))
+        else:
+            differ = x != y
+            distance = [abs(int(p) - int(q)) for p, q in zip(x[differ].tolist(), y[differ].tolist())]
+        worst = max([worst, *map(int, distance)])
+    return worst, xla_type_name(low)
+
+
+def compare_outputs(
+    index: int, a: np.ndarray, b: np.ndarray, types: tuple[str, str], rtol: float, atol: float
+) -> OutputComparison:
+    """Compare one output pair; B passes where ``|b - a| <= atol + rtol * |a|`` or both are NaN."""
+    if a.shape != b.shape:
+        raise ExecutionError(f"output {index}: shapes differ, {list(a.shape)} vs {list(b.shape)}")
+    bit_identical = a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    wa, wb = _wide(a), _wide(b)
+    nan_a, nan_b = np.isnan(wa), np.isnan(wb)
+    nan_mismatch = nan_a ^ nan_b
+    equal = (wa == wb) | (nan_a & nan_b)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        error = np.where(equal | nan_mismatch, 0.0, np.abs(wb - wa))
+        magnitude = np.abs(wa)
+        relative = np.where(error == 0, 0.0, error / np.where(nan_mismatch, 1.0, magnitude))
+        over = nan_mismatch | ((error > 0) & ~(error <= atol + rtol * magnitude))
+    worst: tuple[int, ...] | None = None
+    if nan_mismatch.any():
+        worst = tuple(int(i) for i in np.argwhere(nan_mismatch)[0])
+    elif error.size and error.max() > 0:
+        worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(error)), error.shape))
+    if "token" in types:
+        max_ulp, ulp_type = None, None
+    elif bit_identical:
+        max_ulp, ulp_type = 0, xla_type_name(a.dtype)
+    else:
+        max_ulp, ulp_type = _ulp_distance(a, b)
+    return OutputComparison(
+        index=index,
+        shape=tuple(a.shape),
+        type_a=types[0],
+        type_b=types[1],
+        bit_identical=bit_identical,
+        max_abs_err=float(error.max()) if error.size else 0.0,
+        max_rel_err=float(relative.max()) if relative.size else 0.0,
+        max_ulp=max_ulp,
+        ulp_type=ulp_type,
+        over_tolerance=int(np.count_nonzero(over)),
+        nan_mismatches=int(np.count_nonzero(nan_mismatch)),
+        worst_index=worst,
+        worst_a=None if worst is None else str(a[worst]),
+        worst_b=None if worst is None else str(b[worst]),
+    )
+
+
+def _shared_inputs(a: Executable, b: Executable, inputs: Sequence[np.ndarray] | None, seed: int) -> list[np.ndarray]:
+    """Inputs both modules can take exactly: random ones are rounded through B's type too."""
+    if len(a.parameters) != len(b.parameters):
+        raise ExecutionError(f"A takes {len(a.parameters)} inputs, B takes {len(b.parameters)}")
+    for index, (pa, pb) in enumerate(zip(a.parameters, b.parameters)):
+        if pa.dims != pb.dims:
+            raise ExecutionError(f"input {index}: A takes {pa.to_text()}, B takes {pb.to_text()}")
+    if inputs is not None:
+        return list(inputs)
+    shared = random_inputs(a.parameters, seed)
+    for index, leaf in enumerate(b.parameters):
+        _, dtype = host_spec(leaf)
+        if dtype != shared[index].dtype:
+            shared[index] = shared[index].astype(dtype).astype(shared[index].dtype)
+    return shared
+
+
+def compare(
+    a: ModuleLike,
+    b: ModuleLike,
+    inputs: Sequence[np.ndarray] | None = None,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    seed: int = 0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    labels: tuple[str, str] = ("A", "B"),
+) -> CompareReport:
+    """Run A (the reference) and B on the same inputs, converted exactly to each one's types."""
+    executable_a, executable_b = _compile(a, labels[0]), _compile(b, labels[1])
+    _check_runnable([executable_a, executable_b], max_bytes)
+    shared = _shared_inputs(executable_a, executable_b, inputs, seed)
+    outputs_a = executable_a(_prepare(executable_a, shared, seed))
+    outputs_b = executable_b(_prepare(executable_b, shared, seed))
+    if len(outputs_a) != len(outputs_b):
+        raise ExecutionError(f"A has {len(outputs_a)} outputs, B has {len(outputs_b)}")
+    outputs = tuple(
+        compare_outputs(i, x, y, (ra.element_type, rb.element_type), rtol, atol)
+        for i, (x, y, ra, rb) in enumerate(zip(outputs_a, outputs_b, executable_a.results, executable_b.results))
+    )
+    return CompareReport(outputs, rtol, atol, seed if inputs is None else None)
+
+
+def verify_numerics(
+    before_text: str,
+    after_text: str,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    seed: int = 0,
+    inputs: Sequence[np.ndarray] | None = None,
+    labels: tuple[str, str] = ("before", "after"),
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> CompareReport:
+    """`compare` in a worker process, for the CLI: jax stays out of the calling process
+    (``hloopt run`` does not pay its import) and an XLA crash is an `XlaCrash`, not a dead command."""
+    check = partial(compare, rtol=rtol, atol=atol, seed=seed, max_bytes=max_bytes, labels=labels)
+    return isolated_call(check, before_text, after_text, inputs)
+
+
+# --- npz files -------------------------------------------------------------------------------
+
+_NUMBERED = re.compile(r"(\D*)(\d+)")
+
+
+def load_arrays(path: str) -> list[np.ndarray]:
+    """The arrays of an npz file in input order: by number for keys like ``input3``, else file order."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except FileNotFoundError:
+        raise ExecutionError(f"{path}: no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        raise ExecutionError(f"{path}: not an npz file of arrays: {err}") from None
+    numbered = [_NUMBERED.fullmatch(key) for key in arrays]
+    if all(numbered) and len({m.group(1) for m in numbered if m}) == 1:
+        return [arrays[m.group(0)] for m in sorted((m for m in numbered if m), key=lambda m: int(m.group(2)))]
+    return list(arrays.values())
+
+
+def save_arrays(path: str, prefix: str, arrays: Sequence[np.ndarray]) -> None:
+    """Write ``prefix0``, ``prefix1``… atomically; bf16/fp8 arrays are stored as their raw bytes."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"{prefix}{i}": array for i, array in enumerate(arrays)})
+    write_atomic(path, buffer.getvalue())

@@ -1,0 +1,93 @@
+"""Does hloopt's print of a module mean to XLA what the module means?
+
+The check XLA itself would make: XLA's canonical print of hloopt's output must
+equal XLA's canonical print of the input, and hloopt must reproduce XLA's
+canonical text byte for byte. Used by the corpus tests; callable by users who
+want to know whether their own modules survive hloopt unchanged.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hloopt.errors import HloError
+from hloopt.text.parser import parse
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """What happened to one module; `ok` when XLA agrees and the canonical text survives byte for byte."""
+
+    name: str
+    hloopt_error: str | None = None
+    xla_input_error: str | None = None
+    xla_output_error: str | None = None
+    canonical_equal: bool = False
+    byte_exact: bool = False
+    first_difference: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.hloopt_error is None and self.xla_output_error is None and self.canonical_equal and self.byte_exact
+
+
+_CONSTANT_PAYLOAD = re.compile(r"constant\((?:[^()]|\([^()]*\))*\)")
+
+
+def _mask_constants(text: str) -> str:
+    """The text with every constant's value hidden (for inputs XLA fills with random data)."""
+    return _CONSTANT_PAYLOAD.sub("constant(…)", text)
+
+
+def _first_difference(expected: str, got: str) -> str:
+    for number, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines()), start=1):
+        if a != b:
+            return f"line {number}:\n  xla:    {a}\n  hloopt: {b}"
+    return "line counts differ"
+
+
+def check_roundtrip(text: str, name: str = "<string>") -> RoundTrip:
+    """Round-trip one module through hloopt and compare with XLA (run this in a worker: XLA can crash)."""
+    from hloopt.xla import bridge as xla_bridge
+
+    try:
+        expected = xla_bridge.canonical(text)
+    except HloError as err:
+        return RoundTrip(name, xla_input_error=str(err))
+    try:
+        ours = parse(text, name).to_text()
+        again = parse(expected, name).to_text()
+    except HloError as err:
+        return RoundTrip(name, hloopt_error=str(err))
+    try:
+        through_xla = xla_bridge.canonical(ours)
+    except HloError as err:
+        return RoundTrip(name, xla_output_error=str(err))
+    if through_xla != expected and "{...}" in text and xla_bridge.canonical(text) != expected:
+        # XLA fills `{...}` constants with fresh pseudo-random data on every parse, so
+        # only the rest of the module can be compared.
+        expected, through_xla = _mask_constants(expected), _mask_constants(through_xla)
+        again = _mask_constants(again)
+    difference = ""
+    if through_xla != expected:
+        difference = "XLA canonical of hloopt's output differs, " + _first_difference(expected, through_xla)
+    elif again != expected:
+        difference = "print(parse(canonical)) differs, " + _first_difference(expected, again)
+    return RoundTrip(
+        name,
+        canonical_equal=through_xla == expected,
+        byte_exact=again == expected,
+        first_difference=difference,
+    )
+
+
+def check_many(items: Sequence[tuple[str, str]], workers: int = 2) -> list[RoundTrip]:
+    """`check_roundtrip` for many ``(text, name)`` pairs in isolated XLA worker processes."""
+    from hloopt.xla.bridge import isolated_map
+
+    results = isolated_map(check_roundtrip, list(items), workers=workers, timeout=120)
+    return [
+        result if isinstance(result, RoundTrip) else RoundTrip(name, xla_input_error=f"XLA crashed: {result}")
+        for result, (_, name) in zip(results, items)
+    ]

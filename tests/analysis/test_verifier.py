@@ -1,0 +1,92 @@
+"""The verifier the pass manager runs after each changing pass: what it accepts and what it names."""
+from __future__ import annotations
+
+import pytest
+
+from hloopt import parse
+from hloopt.ir import ArrayShape, Instruction
+from hloopt.analysis.verifier import VerificationError, verify
+
+
+def _module(body: str, params: str = "a = f32[4] parameter(0)\n  b = f32[4] parameter(1)"):  # type: ignore[no-untyped-def]
+    return parse(f"HloModule m\nENTRY e {{\n  {params}\n  {body}\n}}\n")
+
+
+def _problems(module) -> list[str]:  # type: ignore[no-untyped-def]
+    try:
+        verify(module)
+    except VerificationError as err:
+        return err.problems
+    return []
+
+
+@pytest.mark.parametrize("body", [
+    "ROOT r = f32[4] add(a, b)",
+    "ROOT r = f32[4] negate(a)",
+    "ROOT r = pred[4] compare(a, b), direction=LT",
+    "c = pred[4] compare(a, b), direction=LT\n  ROOT r = f32[4] select(c, a, b)",
+    "ROOT r = (f32[4], f32[4]) tuple(a, b)",
+])
+def test_valid_modules_pass(body: str) -> None:
+    assert _problems(_module(body)) == []
+
+
+@pytest.mark.parametrize(("body", "params", "expected"), [
+    ("ROOT r = f32[4] add(a, b)", "a = f32[4] parameter(0)\n  b = bf16[4] parameter(1)",
+     "add operands have different element types: f32, bf16"),
+    ("ROOT r = f32[8] add(a, b)", None, "shape f32[8] does not follow from the operands (f32[4])"),
+    ("ROOT r = bf16[4] multiply(a, b)", None, "shape bf16[4] does not follow from the operands (f32[4])"),
+    ("ROOT r = f32[4] and(a, b)", None, "and needs integer or pred operands, not f32, f32"),
+    ("ROOT r = f32[4] popcnt(a)", None, "popcnt needs integer operands, not f32"),
+    ("ROOT r = c64[4] abs(a)", "a = c64[4] parameter(0)", "shape c64[4] does not follow from the operands (f32[4])"),
+])
+def test_wrong_shapes_and_types_are_named(body: str, params: str | None, expected: str) -> None:
+    module = _module(body, params) if params else _module(body)
+    assert _problems(module) == [f"%r in %e: {expected}"]
+
+
+def test_a_real_abs_of_a_complex_number_passes() -> None:
+    assert _problems(_module("ROOT r = f32[4] abs(a)", "a = c64[4] parameter(0)")) == []
+
+
+def test_graph_mistakes_are_named() -> None:
+    module = _module("ROOT r = f32[4] add(a, b)")
+    entry = module.entry
+    a, b, root = entry.instructions
+    stray = Instruction("r", "negate", ArrayShape("f32", (4,), (False,)))
+    stray.append_operand(root)
+    entry.instructions.insert(0, stray)  # uses %r before it is defined, and reuses its name
+    stray.parent = entry
+    problems = _problems(module)
+    assert "%r in %e: operand %r is used before it is defined" in problems
+    assert "%r in %e: name used twice" in problems
+
+
+def test_entry_layout_must_match_the_entry() -> None:
+    module = _module("ROOT r = f32[4] add(a, b)")
+    assert _problems(module) == []
+    text = module.to_text().replace("->f32[4]{0}}", "->f32[5]{0}}")
+    assert "->f32[5]{0}}" in text
+    assert _problems(parse(text)) == ["entry result is f32[4], entry_computation_layout says f32[5]"]
+
+
+def test_the_pass_is_named_in_the_message() -> None:
+    with pytest.raises(VerificationError, match=r"^after pass upcast-all-to-fp32: invalid module:\n  %r in %e: "):
+        verify(_module("ROOT r = f32[8] add(a, b)"), culprit="upcast-all-to-fp32")
+
+
+@pytest.mark.parametrize("index", ["2", "-1", "-9999999999"])
+def test_a_tuple_index_out_of_range_is_named_not_a_crash(index: str) -> None:
+    module = _module(f"t = (f32[4], f32[4]) tuple(a, b)\n  ROOT r = f32[4] get-tuple-element(t), index={index}")
+    assert _problems(module) == [f"%r in %e: index {int(index)} is out of range for a tuple of 2 elements"]
+
+
+def test_negative_dot_dimensions_are_not_read_from_the_end() -> None:
+    """Python would read dims[-1]; XLA's dimension numbers are never negative, so the shape is unknown."""
+    from hloopt.analysis.shape_inference import dot_shape
+
+    matrix = ArrayShape("f32", (2, 3), (False, False))
+    assert dot_shape(matrix, matrix, {"lhs_contracting_dims": "{-1}", "rhs_contracting_dims": "{1}"}, "f32") is None
+    assert dot_shape(matrix, matrix, {"lhs_contracting_dims": "{1}", "rhs_contracting_dims": "{1}"}, "f32") == ArrayShape(
+        "f32", (2, 2), (False, False)
+    )

@@ -1,0 +1,153 @@
+"""``hloopt exec``/``compare`` through click, and the worker processes that keep XLA crashes out."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hloopt.cli.execution import compare_command, exec_command
+from hloopt.xla.execution import execute, load_arrays
+from hloopt.xla.bridge import XlaCrash, XlaError, canonical_in_subprocess, isolated_call, isolated_map
+
+MIXED = """HloModule mixed
+ENTRY main {
+  p = (bf16[3], s32[2]) parameter(0)
+  q = f8e4m3fn[2,2] parameter(1)
+  a = bf16[3] get-tuple-element(p), index=0
+  i = s32[2] get-tuple-element(p), index=1
+  c = bf16[3] constant({1, 2, 3})
+  ROOT t = (bf16[3], f8e4m3fn[2,2], s32[2]) tuple(bf16[3] add(a, c), q, i)
+}
+"""
+
+#: Fails a CHECK in XLA's CPU fusion emitter: the process aborts (and its abort handler may hang).
+CHECK_FAILURE = """HloModule check_failure
+inner_fusion {
+  p0 = f32[4] parameter(0)
+  update = f32[2] parameter(1)
+  c0 = s32[] constant(0)
+  ROOT dus = f32[4] dynamic-update-slice(p0, update, c0)
+}
+outer_fusion {
+  p0 = f32[4] parameter(0)
+  update = f32[2] parameter(1)
+  nested = f32[4] fusion(p0, update), kind=kLoop, calls=inner_fusion
+  ROOT bitcast = f32[2,2] bitcast(nested)
+}
+ENTRY test {
+  p0 = f32[4] parameter(0)
+  update = f32[2] parameter(1)
+  ROOT fusion = f32[2,2] fusion(p0, update), kind=kLoop, calls=outer_fusion
+}
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "a.hlo").write_text(MIXED)
+    (tmp_path / "renamed.hlo").write_text(MIXED.replace("c = ", "const.1 = ").replace("(a, c)", "(a, const.1)"))
+    (tmp_path / "changed.hlo").write_text(MIXED.replace("{1, 2, 3}", "{1, 2, 3.5}"))
+    (tmp_path / "broken.hlo").write_text("HloModule broken\nENTRY main {\n  ROOT p = f32[] parameter(\n}\n")
+    (tmp_path / "gpu.hlo").write_text(
+        'HloModule gpu\nENTRY main {\n  p = f32[2] parameter(0)\n'
+        '  ROOT c = f32[2] custom-call(p), custom_call_target="__cublas$gemm"\n}\n'
+    )
+    (tmp_path / "crash.hlo").write_text(CHECK_FAILURE)
+    return tmp_path
+
+
+def invoke(command: object, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(command, [str(a) for a in args])  # type: ignore[arg-type]
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_exec_summarises_each_output(files: Path) -> None:
+    code, out, err = invoke(exec_command, files / "a.hlo", "--seed", "3")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["output", "0:", "bf16[3]"], ["output", "1:", "f8e4m3fn[2,2]"], ["output", "2:", "s32[2]"]
+    ]
+    assert all("min=" in line and "max=" in line and "mean=" in line and line.endswith("nan=0") for line in lines)
+
+
+def test_exec_saves_and_replays_inputs_and_outputs(files: Path) -> None:
+    inputs, outputs = files / "in.npz", files / "out.npz"
+    code, first, _ = invoke(exec_command, files / "a.hlo", "--seed", "9", "--save-inputs", inputs, "-o", outputs)
+    assert code == 0
+    saved = load_arrays(str(inputs))
+    assert [a.shape for a in saved] == [(3,), (2,), (2, 2)]
+    with np.load(outputs) as archive:
+        assert archive.files == ["output0", "output1", "output2"]
+    code, replay, _ = invoke(exec_command, files / "a.hlo", "--inputs", inputs, "--seed", "1")
+    assert code == 0 and replay == first
+
+
+def test_compare_exit_codes_and_json(files: Path) -> None:
+    code, out, _ = invoke(compare_command, files / "a.hlo", files / "renamed.hlo")
+    assert code == 0 and out.splitlines()[-1].startswith("all outputs within tolerance")
+    code, out, _ = invoke(compare_command, files / "a.hlo", files / "changed.hlo", "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["ok"] is False and [o["bit_identical"] for o in report["outputs"]] == [False, True, True]
+    assert report["outputs"][0]["over_tolerance"] >= 1 and report["outputs"][0]["ulp_type"] == "bf16"
+    code, out, _ = invoke(compare_command, files / "a.hlo", files / "changed.hlo", "--atol", "1", "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
+
+
+def test_compare_with_given_inputs(files: Path) -> None:
+    inputs = files / "in.npz"
+    assert invoke(exec_command, files / "a.hlo", "--save-inputs", inputs)[0] == 0
+    code, out, _ = invoke(compare_command, files / "a.hlo", files / "a.hlo", "--inputs", inputs, "--json")
+    assert code == 0 and json.loads(out)["seed"] is None and json.loads(out)["bit_identical"] is True
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("broken.hlo", "broken.hlo: XLA parse failed: INVALID_ARGUMENT: Syntax error"),
+        ("gpu.hlo", "gpu.hlo: XLA compile failed: NOT_FOUND: No registered implementation for untyped custom call"),
+        ("crash.hlo", "XLA compile failed: worker"),
+        ("missing.hlo", "missing.hlo: no such file"),
+    ],
+)
+def test_errors_exit_2_with_the_failing_stage(files: Path, name: str, expected: str) -> None:
+    for command, args in ((exec_command, [files / name]), (compare_command, [files / "a.hlo", files / name])):
+        code, out, err = invoke(command, *args)
+        assert code == 2 and out == ""
+        assert err.startswith("hloopt: error: ") and expected in err, err
+        assert "Traceback" not in err
+
+
+def test_crash_check_failure_is_reported_with_xla_reason() -> None:
+    with pytest.raises(XlaCrash) as caught:
+        isolated_call(execute, CHECK_FAILURE)
+    assert caught.value.stage == "compile"
+    assert "Check failed" in caught.value.message
+
+
+def test_isolated_map_keeps_order_and_loses_only_the_crashing_call() -> None:
+    good = "HloModule ok\nENTRY main {\n  ROOT c = f32[] constant(1)\n}\n"
+    results = canonical_in_subprocess([good, "HloModule broken", good, CHECK_FAILURE, good])
+    assert isinstance(results[0], str) and results[0] == results[2] == results[4]
+    assert isinstance(results[1], XlaError) and results[1].stage == "parse"
+    assert isinstance(results[3], str)  # parsing is fine; only compiling it crashes
+    outcomes = isolated_map(execute, [(good,), (CHECK_FAILURE,), (good,)])
+    assert isinstance(outcomes[1], XlaCrash)
+    assert [float(outcomes[0][0]), float(outcomes[2][0])] == [1.0, 1.0]
+
+
+def test_signals_timeouts_and_bugs() -> None:
+    (aborted,) = isolated_map(os.abort, [()])
+    assert isinstance(aborted, XlaCrash) and "SIGABRT" in aborted.message and aborted.stage == "start"
+    started = time.monotonic()
+    (slept,) = isolated_map(time.sleep, [(30,)], timeout=1)
+    assert isinstance(slept, XlaCrash) and "timed out after 1 s" in slept.message
+    assert time.monotonic() - started < 15
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        isolated_map(divmod, [(1, 0)])

@@ -1,0 +1,86 @@
+"""hloopt.driver.batch in-process: discovery, a worker process that dies, --verify-numerics over a directory."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from hloopt.driver import batch
+from hloopt.driver.batch import BatchOptions, Job, discover, run_batch
+
+PLAIN = "HloModule plain\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_discover_is_sorted_recursive_and_right_anchored(tmp_path: Path) -> None:
+    for name in ("b.hlo", "a/z.txt", "a/b/c.hlo", "a/skip.md", ".hidden/x.hlo", "out/o.hlo"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(PLAIN)
+    found = [str(job.relative) for job in discover(tmp_path, exclude=tmp_path / "out")]
+    assert found == [".hidden/x.hlo", "a/b/c.hlo", "a/z.txt", "b.hlo"]
+    assert [str(j.relative) for j in discover(tmp_path, ("a/*.txt", "b/*.hlo"))] == ["a/b/c.hlo", "a/z.txt"]
+
+
+def _dies_on_boom(job: Job, options: BatchOptions, keep_texts: bool = False) -> batch.ModuleResult:
+    if job.path.name == "boom.hlo":
+        os._exit(7)  # what a segfault or the OOM killer looks like from the pool
+    return ORIGINAL(job, options, keep_texts)
+
+
+ORIGINAL = batch.process_module
+
+
+def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    names = [f"m{i:02d}.hlo" for i in range(12)]
+    names.insert(5, "boom.hlo")
+    for name in names:
+        (tmp_path / name).write_text(PLAIN)
+    out = tmp_path / "out"
+    monkeypatch.setattr(batch, "process_module", _dies_on_boom)  # forked workers inherit it
+    results = run_batch(discover(tmp_path), BatchOptions(output_dir=out), workers=2)
+    assert [Path(r.path).name for r in results] == sorted(names)
+    by_name = {Path(r.path).name: r for r in results}
+    assert by_name["boom.hlo"].status == "failed"
+    assert "worker process died" in by_name["boom.hlo"].error["message"]  # type: ignore[index]
+    assert all(r.status == "changed" for name, r in by_name.items() if name != "boom.hlo")  # made canonical
+    assert sorted(p.name for p in out.iterdir()) == sorted(n for n in names if n != "boom.hlo")
+
+
+def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug (not an HloError) in one module is that module's failure, named as an internal error."""
+    (tmp_path / "a.hlo").write_text(PLAIN)
+
+    def broken(module: object, *args: object, **kwargs: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr("hloopt.passes.pipeline.run_pipeline", broken)
+    (result,) = run_batch([Job(tmp_path / "a.hlo", PurePosixPath("a.hlo"))], BatchOptions(passes="all"), workers=1)
+    assert result.status == "failed"
+    assert result.error == {"message": f"{tmp_path}/a.hlo: internal error: RecursionError: maximum recursion depth exceeded"}
+
+
+def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:
+    """Changed modules are run before and after through XLA; the report holds each comparison.
+
+    The fp8 MLP really does move beyond tolerance when upcast (examples/README.md); int8 matmul does not.
+    """
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("fp8_bf16_mlp.hlo", "int8_matmul.hlo"):
+        (src / name).write_text((EXAMPLES / name).read_text())
+    (src / "plain.hlo").write_text(PLAIN)
+    report = tmp_path / "r.json"
+    result = subprocess.run([sys.executable, "-m", "hloopt", "run", str(src), "--passes", "all", "--check",
+                             "--verify-numerics", "--report", str(report)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1, result.stderr
+    modules = {Path(m["path"]).name: m for m in json.loads(report.read_text())["modules"]}
+    assert modules["plain.hlo"]["numerics"] is None  # unchanged: nothing to compare
+    assert modules["int8_matmul.hlo"]["numerics"]["ok"] is True
+    over = modules["fp8_bf16_mlp.hlo"]["numerics"]
+    assert over["ok"] is False and over["outputs"][0]["max_abs_err"] > 0.001
+    assert f"hloopt: numerics: {src}/fp8_bf16_mlp.hlo: outputs differ beyond tolerance" in result.stderr
+    assert "int8_matmul.hlo: outputs" not in result.stderr

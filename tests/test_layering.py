@@ -1,0 +1,110 @@
+"""The package's layers, written as a test: every import in hloopt/ is checked against the table below.
+
+Imports go one way (docs/architecture.md): a layer may use the layers listed for it and nothing else of
+hloopt. Imports inside functions count too, so a lazy import cannot hide a wrong edge; the one allowed
+exception is named in `LAZY_EXCEPTIONS`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hloopt"
+
+#: Which parts of hloopt each part may import (besides itself). A part is a subpackage or a top-level module.
+ALLOWED: dict[str, frozenset[str]] = {
+    "errors": frozenset(),
+    "cast_engine": frozenset(),
+    "ir": frozenset(),
+    "support": frozenset({"errors"}),
+    "text": frozenset({"errors", "support", "ir"}),
+    "analysis": frozenset({"errors", "ir"}),
+    "passes": frozenset({"errors", "support", "ir", "analysis", "cast_engine"}),
+    "xla": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine"}),
+    "driver": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "xla"}),
+    "cli": frozenset({"__init__", "errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "xla", "driver"}),
+    "__init__": frozenset({"errors", "ir", "text", "xla"}),
+    "__main__": frozenset({"cli"}),
+    "roundtrip": frozenset({"xla"}),
+}
+
+#: Third-party packages only one part may import.
+OWNED_EXTERNALS: dict[str, str] = {"jax": "xla", "jaxlib": "xla", "lark": "text", "click": "cli"}
+
+#: (importing file, imported module): the allowed exceptions, each for a stated reason.
+LAZY_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("ir/module.py", "hloopt.text.printer"): "Module.to_text() prints lazily, so the IR stays printable without a text import",
+}
+
+
+def _part(relative: Path) -> str:
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def _imports(relative: Path, source: str) -> list[str]:
+    """Every module the file at `relative` (to hloopt/) imports, relative imports resolved to absolute names."""
+    package = ["hloopt", *relative.with_suffix("").parts]
+    if relative.name != "__init__.py":
+        package = package[:-1]
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source, str(relative))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            if node.module is None or module == "hloopt":  # `from hloopt import x` may name a submodule
+                found += [f"{module}.{alias.name}" for alias in node.names]
+            else:
+                found.append(module)
+    return found
+
+
+def _violations(relative: Path, source: str) -> list[str]:
+    part = _part(relative)
+    problems: list[str] = []
+    for name in _imports(relative, source):
+        top, *rest = name.split(".")
+        if top == "hloopt":
+            if not rest:
+                continue
+            target = rest[0]
+            if not (PACKAGE / target).is_dir() and not (PACKAGE / f"{target}.py").exists():
+                target = "__init__"  # an attribute of the hloopt package itself (`from hloopt import __version__`)
+            if target == part or target in ALLOWED[part]:
+                continue
+            if (relative.as_posix(), name) in LAZY_EXCEPTIONS:
+                continue
+            problems.append(f"{relative}: imports {name} ({part} may use only {sorted(ALLOWED[part]) or 'itself'})")
+        elif top in OWNED_EXTERNALS and OWNED_EXTERNALS[top] != part:
+            problems.append(f"{relative}: imports {name}, which only {OWNED_EXTERNALS[top]}/ may import")
+    return problems
+
+
+FILES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_part_has_a_rule() -> None:
+    assert {_part(p.relative_to(PACKAGE)) for p in FILES} <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_imports_follow_the_layers(path: Path) -> None:
+    relative = path.relative_to(PACKAGE)
+    assert _violations(relative, path.read_text()) == []
+
+
+def test_the_exceptions_are_still_needed() -> None:
+    """An exception nobody uses any more is a hole in the rule: remove it."""
+    for (file, module), _ in LAZY_EXCEPTIONS.items():
+        assert module in _imports(Path(file), (PACKAGE / file).read_text()), f"{file} no longer imports {module}"
+
+
+def test_a_wrong_edge_is_caught() -> None:
+    """The checker itself: a passes/ file importing jax, text/ and (relatively) xla/ is refused three times."""
+    source = "import jax\nfrom hloopt.text.parser import parse\ndef f():\n    from ..xla import bridge\n"
+    problems = _violations(Path("passes/probe.py"), source)
+    assert len(problems) == 3, problems

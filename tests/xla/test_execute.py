@@ -1,0 +1,237 @@
+"""Known results of small modules on XLA's CPU backend, inputs made and converted, errors."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from hloopt import parse
+from hloopt.xla.execution import ExecutionError, convert_exact, execute, random_inputs, run
+from hloopt.ir.shape import ArrayShape
+from hloopt.xla.bridge import XlaError, canonical
+
+INT_DOT = """HloModule int_dot
+ENTRY main {
+  a = s32[2,3]{1,0} parameter(0)
+  b = s32[3,2]{1,0} parameter(1)
+  ROOT d = s32[2,2]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+BATCH_NORM = """HloModule bn
+ENTRY main {
+  x = {T}[2,2,2,3] parameter(0)
+  scale = {T}[3] parameter(1)
+  offset = {T}[3] parameter(2)
+  ROOT bn = ({T}[2,2,2,3], {T}[3], {T}[3]) batch-norm-training(x, scale, offset), epsilon=0.001, feature_index=3
+}
+"""
+
+FP8_CONVERTS = """HloModule fp8
+ENTRY main {
+  x = f32[8] parameter(0)
+  a = f8e4m3fn[8] convert(x)
+  b = f8e5m2[8] convert(x)
+  ROOT t = (f8e4m3fn[8], f8e5m2[8], f32[8]) tuple(a, b, f32[8] convert(a))
+}
+"""
+
+NESTED_TUPLES = """HloModule tuples
+ENTRY main {
+  p = (f32[2], (s32[], pred[3])) parameter(0)
+  q = f64[2] parameter(1)
+  a = f32[2] get-tuple-element(p), index=0
+  inner = (s32[], pred[3]) get-tuple-element(p), index=1
+  s = s32[] get-tuple-element(inner), index=0
+  r = pred[3] get-tuple-element(inner), index=1
+  ROOT t = ((f64[2], pred[3]), s32[], f32[2]) tuple((f64[2], pred[3]) tuple(q, r), s, a)
+}
+"""
+
+WHILE_SUM = """HloModule while_sum
+cond {
+  state = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(state), index=0
+  n = s32[] constant(10)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  state = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(state), index=0
+  acc = s32[] get-tuple-element(state), index=1
+  one = s32[] constant(1)
+  ROOT next = (s32[], s32[]) tuple(s32[] add(i, one), s32[] add(acc, i))
+}
+ENTRY main {
+  start = s32[] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], s32[]) tuple(start, zero)
+  ROOT loop = (s32[], s32[]) while(init), condition=cond, body=body
+}
+"""
+
+GPU_ONLY = """HloModule gpu_only
+ENTRY main {
+  p = f32[2,2] parameter(0)
+  ROOT gemm = f32[2,2] custom-call(p, p), custom_call_target="__cublas$gemm"
+}
+"""
+
+
+def _batch_norm_reference(x: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> list[np.ndarray]:
+    mean = x.mean(axis=(0, 1, 2))
+    var = x.var(axis=(0, 1, 2))
+    return [(x - mean) / np.sqrt(var + 0.001) * scale + offset, mean, var]
+
+
+def test_integer_dot_is_exact() -> None:
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    b = np.arange(6, dtype=np.int32).reshape(3, 2) - 3
+    (out,) = execute(INT_DOT, [a, b])
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, a @ b)
+
+
+def test_module_objects_run_like_their_text() -> None:
+    a = np.ones((2, 3), np.int32)
+    b = np.full((3, 2), 2, np.int32)
+    np.testing.assert_array_equal(execute(parse(INT_DOT, "dot.hlo"), [a, b])[0], execute(INT_DOT, [a, b])[0])
+
+
+def test_batch_norm_training_f32() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 2, 2, 3)).astype(np.float32)
+    scale = np.array([1.0, 2.0, 0.5], np.float32)
+    offset = np.array([0.0, -1.0, 3.0], np.float32)
+    outputs = execute(BATCH_NORM.replace("{T}", "f32"), [x, scale, offset])
+    assert [o.shape for o in outputs] == [(2, 2, 2, 3), (3,), (3,)]
+    for got, want in zip(outputs, _batch_norm_reference(x.astype(np.float64), scale, offset)):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_training_bf16() -> None:
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 2, 2, 3)).astype(bf16)
+    scale = np.array([1.0, 2.0, 0.5], bf16)
+    offset = np.array([0.0, -1.0, 3.0], bf16)
+    outputs = execute(BATCH_NORM.replace("{T}", "bf16"), [x, scale, offset])
+    wants = _batch_norm_reference(x.astype(np.float64), scale.astype(np.float64), offset.astype(np.float64))
+    for got, want in zip(outputs, wants):
+        assert got.dtype == bf16
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-2, atol=2e-2)
+
+
+def test_fp8_converts_round_like_ml_dtypes() -> None:
+    x = np.array([0.1, 1.0, -3.3, 448, 500, 1e-3, np.nan, -0.0], np.float32)
+    e4m3, e5m2, back = execute(FP8_CONVERTS, [x])
+    for got in (e4m3, e5m2):
+        np.testing.assert_array_equal(got.view(np.uint8), x.astype(got.dtype).view(np.uint8))
+    assert e4m3.dtype == ml_dtypes.float8_e4m3fn and e5m2.dtype == ml_dtypes.float8_e5m2
+    np.testing.assert_array_equal(back.view(np.uint32), e4m3.astype(np.float32).view(np.uint32))
+
+
+def test_tuple_parameters_and_results_are_flattened_in_order() -> None:
+    f32 = np.array([1.5, -2.0], np.float32)
+    s32 = np.array(7, np.int32)
+    pred = np.array([True, False, True])
+    f64 = np.array([1 + 2**-40, -3.0], np.float64)  # would not survive a trip through f32
+    result = run(NESTED_TUPLES, [f32, s32, pred, f64])
+    assert [leaf.element_type for leaf in result.parameters] == ["f32", "s32", "pred", "f64"]
+    assert [leaf.element_type for leaf in result.results] == ["f64", "pred", "s32", "f32"]
+    for got, want in zip(result.outputs, [f64, pred, s32, f32]):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_while_loop() -> None:
+    counter, total = execute(WHILE_SUM, [np.array(0, np.int32)])
+    assert (int(counter), int(total)) == (10, 45)
+    counter, total = execute(WHILE_SUM, [np.array(5, np.int32)])
+    assert (int(counter), int(total)) == (10, 35)
+
+
+def test_token_results_come_back_as_empty_bool_arrays_like_jax() -> None:
+    text = "HloModule t\nENTRY main {\n  p = f32[] parameter(0)\n  ROOT t = (f32[], token[]) tuple(p, token[] after-all())\n}\n"
+    value, token = execute(text, [np.array(2.0, np.float32)])
+    assert float(value) == 2.0 and token.shape == (0,) and token.dtype == np.bool_
+
+
+def test_random_inputs_are_deterministic_and_typed() -> None:
+    leaves = [ArrayShape(t, (64,), (False,)) for t in ("f32", "bf16", "f8e4m3fn", "f8e8m0fnu", "s4", "u8", "pred", "c64")]
+    first, again, other = random_inputs(leaves, 3), random_inputs(leaves, 3), random_inputs(leaves, 4)
+    for leaf, a, b, c in zip(leaves, first, again, other):
+        assert a.dtype == convert_exact(a, leaf, "x").dtype and a.shape == (64,)
+        assert a.tobytes() == b.tobytes(), leaf
+        assert a.tobytes() != c.tobytes(), leaf
+    f32, bf16, fp8, e8m0, s4, u8, pred, c64 = first
+    assert 0.5 < np.std(f32) < 1.5 and 0.5 < np.std(bf16.astype(np.float32)) < 1.5
+    assert np.count_nonzero(fp8.astype(np.float32)) > 48 and not np.isnan(fp8.astype(np.float32)).any()
+    assert not np.isnan(e8m0.astype(np.float32)).any()
+    assert -8 <= int(s4.astype(np.int8).min()) and int(s4.astype(np.int8).max()) <= 7 and u8.max() <= 8
+    assert pred.any() and not pred.all()
+    assert np.iscomplexobj(c64) and np.abs(c64.imag).max() > 0
+
+
+def test_one_leaf_does_not_shift_the_others() -> None:
+    """Inputs stay comparable after a pass changes one parameter's type."""
+    a = random_inputs([ArrayShape("f32", (4,)), ArrayShape("s32", (4,))], 0)
+    b = random_inputs([ArrayShape("bf16", (4,)), ArrayShape("s32", (4,))], 0)
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_convert_exact_accepts_exact_values_and_refuses_rounding() -> None:
+    bf16_leaf = ArrayShape("bf16", (3,))
+    exact = convert_exact(np.array([1.5, -0.0, np.inf], np.float32), bf16_leaf, "input 0")
+    assert exact.dtype == ml_dtypes.bfloat16 and np.signbit(exact.astype(np.float32)[1])
+    with pytest.raises(ExecutionError, match="1 of 3 values change"):
+        convert_exact(np.array([1.5, 1 + 2**-12, 2.0], np.float32), bf16_leaf, "input 0")
+    with pytest.raises(ExecutionError, match="needs shape"):
+        convert_exact(np.zeros(2, np.float32), bf16_leaf, "input 0")
+    raw = np.array([1.0, 2.0, 3.0], ml_dtypes.bfloat16).view("V2")  # how np.load returns bf16
+    np.testing.assert_array_equal(convert_exact(raw, bf16_leaf, "input 0").astype(np.float32), [1, 2, 3])
+
+
+def test_invalid_module_fails_at_parse() -> None:
+    with pytest.raises(XlaError) as caught:
+        execute("HloModule broken\nENTRY main {\n  ROOT p = f32[2] parameter(0\n}\n", [])
+    assert caught.value.stage == "parse" and "expects ')'" in caught.value.message
+    assert str(caught.value).startswith("module: XLA parse failed: ")
+
+
+def test_shape_error_fails_at_convert() -> None:
+    text = "HloModule bad\nENTRY main {\n  p = f32[2] parameter(0)\n  ROOT a = f32[3] add(p, p)\n}\n"
+    assert "f32[3]" in canonical(text)  # XLA's parser does not check shapes…
+    with pytest.raises(XlaError) as caught:
+        execute(text, [np.zeros(2, np.float32)])
+    assert caught.value.stage == "convert" and "same shape" in caught.value.message  # …its verifier does
+
+
+def test_gpu_only_custom_call_fails_at_compile() -> None:
+    with pytest.raises(XlaError) as caught:
+        execute(GPU_ONLY, [np.zeros((2, 2), np.float32)])
+    assert caught.value.stage == "compile"
+    assert "No registered implementation for untyped custom call to __cublas$gemm for Host" in caught.value.message
+
+
+def test_wrong_inputs_are_named() -> None:
+    with pytest.raises(ExecutionError, match="takes 2 inputs"):
+        execute(INT_DOT, [np.zeros((2, 3), np.int32)])
+    with pytest.raises(ExecutionError, match=r"input 1: 1 of 6 values change .* int64 to s32"):
+        execute(INT_DOT, [np.zeros((2, 3), np.int32), np.array([[1, 2], [3, 4], [5, 2**40]])])
+
+
+def test_memory_budget_is_checked_before_allocating() -> None:
+    text = "HloModule huge\nENTRY main {\n  p = f32[100000,100000] parameter(0)\n  ROOT n = f32[100000,100000] negate(p)\n}\n"
+    with pytest.raises(ExecutionError, match="76,293.9 MiB, over the limit of 1,024.0 MiB"):
+        execute(text)
+
+
+def test_dynamic_results_are_refused_not_padded_with_garbage() -> None:
+    text = (
+        "HloModule dyn\nENTRY main {\n  p0 = f32[10,20] parameter(0)\n  p1 = s32[] parameter(1)\n"
+        "  ROOT sds = f32[10,<=20] set-dimension-size(p0, p1), dimensions={1}\n}\n"
+    )
+    with pytest.raises(ExecutionError, match=r"output 0 is f32\[10,<=20\], a dynamic shape"):
+        execute(text)
