@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hloopt.cast_engine import cast  # noqa: E402
+from hloopt.cast_engine import cast
 
 # (src, dst, baseline numpy dtype of the other side, goal ratio or absolute Melem/s)
 PAIRS: list[tuple[str, str, object, str]] = [
@@ -39,8 +39,14 @@ PAIRS: list[tuple[str, str, object, str]] = [
     ("float32", "float8_e4m3fn_x4", None, "-"),
 ]
 
-NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int8": np.int8,
-                "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2}
+NUMPY_DTYPES = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "int8": np.int8,
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "float8_e5m2": ml_dtypes.float8_e5m2,
+}
 
 
 def best_rate(fn: Callable[[], object], n: int, repeat: int) -> float:
@@ -55,7 +61,7 @@ def best_rate(fn: Callable[[], object], n: int, repeat: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=1 << 24)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
@@ -70,11 +76,11 @@ def main() -> None:
     with np.errstate(all="ignore"):
         for src, dst, other, goal in PAIRS:
             data = sources[src]
-            ours = best_rate(lambda: cast(data, src, dst), n, args.repeat)
+            ours = best_rate(lambda data=data, src=src, dst=dst: cast(data, src, dst), n, args.repeat)
             if other is None:
                 print(f"{src + ' -> ' + dst:34s} {ours:8.0f} {'-':>8s} {'-':>6s}  {goal}")
                 continue
-            theirs = best_rate(lambda: data.astype(other), n, args.repeat)
+            theirs = best_rate(lambda data=data, other=other: data.astype(other), n, args.repeat)
             print(f"{src + ' -> ' + dst:34s} {ours:8.0f} {theirs:8.0f} {ours / theirs:6.2f}  {goal}")
 
 

@@ -15,6 +15,7 @@
 Goals (issue 6): parse+passes+print ≤ 4× XLA parse+print on the 100k module;
 ≤ 2 KB per instruction held; the 1M module costs ≤ 12× the 100k one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from parse_print import best, compiled_jax_step, constant_module, held_bytes, replicate  # noqa: E402
+from parse_print import best, compiled_jax_step, constant_module, held_bytes, replicate
 
-import hloopt  # noqa: E402
-from hloopt.passes.pipeline import run_pipeline  # noqa: E402
+import hloopt
+from hloopt.passes.pipeline import run_pipeline
 
 PASSES = "all"
 REPO = Path(__file__).resolve().parent.parent
@@ -44,12 +45,16 @@ def generated_chain(instructions: int, width: int = 1000) -> str:
     convert of a constant) with what they leave alone (s32 arithmetic, tuples).
     """
     chains = max(1, instructions // width)
-    parts = ["HloModule chain_%d" % instructions]
+    parts = [f"HloModule chain_{instructions}"]
     for c in range(chains):
-        body = [f"%chain.{c} (p.{c}: bf16[8,8], q.{c}: s8[8,8]) -> (bf16[8,8], s32[8,8]) {{",
-                f"  %p.{c} = bf16[8,8]{{1,0}} parameter(0)", f"  %q.{c} = s8[8,8]{{1,0}} parameter(1)",
-                f"  %k.{c} = f16[8,8]{{1,0}} constant({{...}})", f"  %kc.{c} = bf16[8,8]{{1,0}} convert(%k.{c})",
-                f"  %d.{c} = s32[8,8]{{1,0}} dot(%q.{c}, %q.{c}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"]
+        body = [
+            f"%chain.{c} (p.{c}: bf16[8,8], q.{c}: s8[8,8]) -> (bf16[8,8], s32[8,8]) {{",
+            f"  %p.{c} = bf16[8,8]{{1,0}} parameter(0)",
+            f"  %q.{c} = s8[8,8]{{1,0}} parameter(1)",
+            f"  %k.{c} = f16[8,8]{{1,0}} constant({{...}})",
+            f"  %kc.{c} = bf16[8,8]{{1,0}} convert(%k.{c})",
+            f"  %d.{c} = s32[8,8]{{1,0}} dot(%q.{c}, %q.{c}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+        ]
         previous = f"%p.{c}"
         for i in range(width - 7):
             op = ("add", "multiply", "subtract", "maximum")[i % 4]
@@ -58,8 +63,11 @@ def generated_chain(instructions: int, width: int = 1000) -> str:
         body.append(f"  ROOT %r.{c} = (bf16[8,8]{{1,0}}, s32[8,8]{{1,0}}) tuple({previous}, %d.{c})")
         body.append("}")
         parts.append("\n".join(body))
-    entry = ["ENTRY %main (a: bf16[8,8], b: s8[8,8]) -> bf16[8,8] {",
-             "  %a = bf16[8,8]{1,0} parameter(0)", "  %b = s8[8,8]{1,0} parameter(1)"]
+    entry = [
+        "ENTRY %main (a: bf16[8,8], b: s8[8,8]) -> bf16[8,8] {",
+        "  %a = bf16[8,8]{1,0} parameter(0)",
+        "  %b = s8[8,8]{1,0} parameter(1)",
+    ]
     total = "%a"
     for c in range(chains):
         entry.append(f"  %call.{c} = (bf16[8,8]{{1,0}}, s32[8,8]{{1,0}}) call(%a, %b), to_apply=%chain.{c}")
@@ -103,9 +111,13 @@ def measure(name: str, text: str, repeat: int) -> float:
     print(f"\n== {name}: {count} instructions, {len(text) / 1e6:.1f} MB of text")
     print(f"   XLA    parse+print {xla_total:7.3f}s")
     print(f"   hloopt parse {parse_s:7.3f}s  passes {passes_s:7.3f}s  print {print_s:7.3f}s  total {total:7.3f}s")
-    print(f"   ratio hloopt (parse+passes+print) / XLA (parse+print): {total / xla_total:.2f}x   "
-          f"(round trip only: {(parse_s + print_s) / xla_total:.2f}x)")
-    print(f"   memory held by the parsed module: {memory / 1e6:.1f} MB = {memory / max(count, 1):.0f} bytes per instruction")
+    print(
+        f"   ratio hloopt (parse+passes+print) / XLA (parse+print): {total / xla_total:.2f}x   "
+        f"(round trip only: {(parse_s + print_s) / xla_total:.2f}x)"
+    )
+    print(
+        f"   memory held by the parsed module: {memory / 1e6:.1f} MB = {memory / max(count, 1):.0f} bytes per instruction"
+    )
     return total
 
 
@@ -142,9 +154,26 @@ def measure_directory(count: int) -> None:
             xla.hlo_module_from_text(path.read_text()).to_string()
         xla_s = time.perf_counter() - start
         start = time.perf_counter()
-        result = subprocess.run([sys.executable, "-m", "hloopt", "run", str(src), "--passes", PASSES, "-o", str(out),
-                                 "--jobs", "2", "--report", str(Path(tmp) / "report.json")],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hloopt",
+                "run",
+                str(src),
+                "--passes",
+                PASSES,
+                "-o",
+                str(out),
+                "--jobs",
+                "2",
+                "--report",
+                str(Path(tmp) / "report.json"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         ours_s = time.perf_counter() - start
     summary = result.stderr.strip().splitlines()[0] if result.stderr.strip() else f"exit {result.returncode}"
     print(f"\n== dir-{count}: {len(files)} modules")

@@ -15,6 +15,7 @@ Prints seconds (best of `--repeat`), MB/s, the ratio to XLA, and the memory
 the parsed module holds per instruction. Goals (issue 2): parse+print ≤ 4× XLA
 on the 100k module, ≤ 1.5× on the big constant, ≤ 2 KB per instruction.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,7 +51,9 @@ def compiled_jax_step() -> str:
 
     params = [(jnp.ones((64, 64)), jnp.zeros((64,))) for _ in range(8)]
     x = jnp.ones((16, 64))
-    return jax.jit(step).lower(params, x, x).compile().as_text()
+    text = jax.jit(step).lower(params, x, x).compile().as_text()
+    assert text is not None
+    return text
 
 
 def replicate(text: str, copies: int) -> str:
@@ -61,14 +64,17 @@ def replicate(text: str, copies: int) -> str:
     body_start = text.index("\n\n%") + 2 if module.stack_frames else header_end + 2
     frames = text[header_end:body_start].strip("\n")
     body = text[body_start:]
-    params = entry.parameters()
-    result = entry.root.shape.to_text()  # type: ignore[union-attr]
+    params = [p.shape for p in entry.parameters()]
+    assert entry.root is not None and entry.root.shape is not None and all(params), (
+        "the benchmark's module is written out"
+    )
+    result = entry.root.shape.to_text()
     chunks = []
     for k in range(copies):
-        chunk = _NAME.sub(lambda m: f"%{m.group(1)}.c{k}", body).replace("ENTRY %", "%")
+        chunk = _NAME.sub(lambda m, k=k: f"%{m.group(1)}.c{k}", body).replace("ENTRY %", "%")
         chunks.append(chunk.strip("\n"))
-    lines = [f"ENTRY %bench ({', '.join(f'p{i}: {p.shape.to_text(False)}' for i, p in enumerate(params))}) -> f32[] {{"]  # type: ignore[union-attr]
-    lines += [f"  %p{i} = {p.shape.to_text()} parameter({i})" for i, p in enumerate(params)]  # type: ignore[union-attr]
+    lines = [f"ENTRY %bench ({', '.join(f'p{i}: {p.to_text(False)}' for i, p in enumerate(params) if p)}) -> f32[] {{"]
+    lines += [f"  %p{i} = {p.to_text()} parameter({i})" for i, p in enumerate(params) if p]
     args = ", ".join(f"%p{i}" for i in range(len(params)))
     for k in range(copies):
         lines.append(f"  %call.{k} = {result} call({args}), to_apply=%{entry.name}.c{k}")
@@ -134,10 +140,18 @@ def measure(name: str, text: str, repeat: int) -> None:
     memory = held_bytes(text)
     xla_total, ours_total = xla_parse + xla_print, ours_parse + ours_print
     print(f"\n== {name}: {count} instructions, {megabytes:.1f} MB of text")
-    print(f"   XLA    parse {xla_parse:7.3f}s  print {xla_print:7.3f}s  total {xla_total:7.3f}s  ({megabytes / xla_total:6.1f} MB/s)")
-    print(f"   hloopt parse {ours_parse:7.3f}s  print {ours_print:7.3f}s  total {ours_total:7.3f}s  ({megabytes / ours_total:6.1f} MB/s)")
-    print(f"   ratio hloopt/XLA: parse {ours_parse / xla_parse:.2f}x  print {ours_print / xla_print:.2f}x  parse+print {ours_total / xla_total:.2f}x")
-    print(f"   memory held by the parsed module: {memory / 1e6:.1f} MB = {memory / max(count, 1):.0f} bytes per instruction")
+    print(
+        f"   XLA    parse {xla_parse:7.3f}s  print {xla_print:7.3f}s  total {xla_total:7.3f}s  ({megabytes / xla_total:6.1f} MB/s)"
+    )
+    print(
+        f"   hloopt parse {ours_parse:7.3f}s  print {ours_print:7.3f}s  total {ours_total:7.3f}s  ({megabytes / ours_total:6.1f} MB/s)"
+    )
+    print(
+        f"   ratio hloopt/XLA: parse {ours_parse / xla_parse:.2f}x  print {ours_print / xla_print:.2f}x  parse+print {ours_total / xla_total:.2f}x"
+    )
+    print(
+        f"   memory held by the parsed module: {memory / 1e6:.1f} MB = {memory / max(count, 1):.0f} bytes per instruction"
+    )
 
 
 def main() -> None:

@@ -24,8 +24,16 @@ import cast_reference as ref  # noqa: E402
 
 from hloopt.cast_engine import FP8ConversionConfig, cast, names  # noqa: E402
 
-FP8ISH = {"float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4", "float4_e2m1fn",
-          "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4"}
+FP8ISH = {
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3",
+    "float8_e3m4",
+    "float4_e2m1fn",
+    "float8_e4m3fn_x4",
+    "float8_e5m2_x4",
+    "float4_e2m1fn_x4",
+}
 
 
 def expected(dst: str, bits: np.ndarray, config: FP8ConversionConfig) -> np.ndarray:
@@ -46,7 +54,7 @@ def sweep(dst: str, block_bits: int, config: FP8ConversionConfig) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dst", action="append", help="destination(s); default: all neuron dtypes")
     parser.add_argument("--block-bits", type=int, default=24)
     parser.add_argument("--all-configs", action="store_true", help="also the three non-default FP8 configs")
@@ -62,8 +70,11 @@ def main() -> int:
             with np.errstate(all="ignore"):
                 bad = sweep(dst, args.block_bits, config)
             failures += bad
-            print(f"{dst:20s} sat={config.saturate:d} nan={config.nan_suppress:d}  mismatches={bad}  "
-                  f"{time.perf_counter() - t0:7.1f}s", flush=True)
+            print(
+                f"{dst:20s} sat={config.saturate:d} nan={config.nan_suppress:d}  mismatches={bad}  "
+                f"{time.perf_counter() - t0:7.1f}s",
+                flush=True,
+            )
     return 1 if failures else 0
 
 

@@ -1,4 +1,5 @@
 """Shared fixtures: where ../shared is, and whether tests that need it may skip."""
+
 from __future__ import annotations
 
 import os

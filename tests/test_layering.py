@@ -25,7 +25,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "passes": frozenset({"errors", "support", "ir", "analysis", "cast_engine"}),
     "xla": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine"}),
     "driver": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "xla"}),
-    "cli": frozenset({"__init__", "errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "xla", "driver"}),
+    "cli": frozenset(
+        {"__init__", "errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "xla", "driver"}
+    ),
     "__init__": frozenset({"errors", "ir", "text", "xla"}),
     "__main__": frozenset({"cli"}),
     "roundtrip": frozenset({"xla"}),
@@ -36,7 +38,10 @@ OWNED_EXTERNALS: dict[str, str] = {"jax": "xla", "jaxlib": "xla", "lark": "text"
 
 #: (importing file, imported module): the allowed exceptions, each for a stated reason.
 LAZY_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("ir/module.py", "hloopt.text.printer"): "Module.to_text() prints lazily, so the IR stays printable without a text import",
+    (
+        "ir/module.py",
+        "hloopt.text.printer",
+    ): "Module.to_text() prints lazily, so the IR stays printable without a text import",
 }
 
 

@@ -12,6 +12,7 @@ from operator import index as as_index
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 from . import minifloat as mf
 from .errors import CastError
@@ -54,8 +55,17 @@ class DType:
         return f"DType({self.name})"
 
 
-def _d(name: str, ordinal: int | None, container: object, *, lane: object = None, lanes: int = 1,
-       fmt: mf.MiniFloat | None = None, profiles: frozenset[str] = _BOTH, hlo: str | None = None) -> DType:
+def _d(
+    name: str,
+    ordinal: int | None,
+    container: npt.DTypeLike,
+    *,
+    lane: npt.DTypeLike | None = None,
+    lanes: int = 1,
+    fmt: mf.MiniFloat | None = None,
+    profiles: frozenset[str] = _BOTH,
+    hlo: str | None = None,
+) -> DType:
     cdt = np.dtype(container)
     ldt = np.dtype(lane) if lane is not None else cdt
     kind = ldt.kind if ldt.kind in "iub" else "f"
@@ -68,17 +78,14 @@ _XLA_ONLY = frozenset({XLA})
 ALL: tuple[DType, ...] = (
     _d("uint8", 0, np.uint8, hlo="u8"),
     _d("int8", 1, np.int8, hlo="s8"),
-    _d("float4_e2m1fn_x4", 2, np.uint16, lane=ml_dtypes.float4_e2m1fn, lanes=4, fmt=mf.E2M1FN,
-       profiles=_NEURON_ONLY),
+    _d("float4_e2m1fn_x4", 2, np.uint16, lane=ml_dtypes.float4_e2m1fn, lanes=4, fmt=mf.E2M1FN, profiles=_NEURON_ONLY),
     _d("float8_e3m4", 3, ml_dtypes.float8_e3m4, fmt=mf.E3M4, hlo="f8e3m4"),
     _d("float8_e4m3", 4, ml_dtypes.float8_e4m3, fmt=mf.E4M3, hlo="f8e4m3"),
     _d("float8_e4m3fn", 5, ml_dtypes.float8_e4m3fn, fmt=mf.E4M3FN, hlo="f8e4m3fn"),
     _d("float8_e8m0fnu", 6, ml_dtypes.float8_e8m0fnu, hlo="f8e8m0fnu"),
     _d("float8_e5m2", 7, ml_dtypes.float8_e5m2, fmt=mf.E5M2, hlo="f8e5m2"),
-    _d("float8_e4m3fn_x4", 8, np.uint32, lane=ml_dtypes.float8_e4m3fn, lanes=4, fmt=mf.E4M3FN,
-       profiles=_NEURON_ONLY),
-    _d("float8_e5m2_x4", 9, np.uint32, lane=ml_dtypes.float8_e5m2, lanes=4, fmt=mf.E5M2,
-       profiles=_NEURON_ONLY),
+    _d("float8_e4m3fn_x4", 8, np.uint32, lane=ml_dtypes.float8_e4m3fn, lanes=4, fmt=mf.E4M3FN, profiles=_NEURON_ONLY),
+    _d("float8_e5m2_x4", 9, np.uint32, lane=ml_dtypes.float8_e5m2, lanes=4, fmt=mf.E5M2, profiles=_NEURON_ONLY),
     _d("uint16", 10, np.uint16, hlo="u16"),
     _d("int16", 11, np.int16, hlo="s16"),
     _d("bfloat16", 12, ml_dtypes.bfloat16, hlo="bf16"),
@@ -94,8 +101,7 @@ ALL: tuple[DType, ...] = (
     _d("pred", None, np.bool_, profiles=_XLA_ONLY, hlo="pred"),
     _d("float8_e4m3fnuz", None, ml_dtypes.float8_e4m3fnuz, profiles=_XLA_ONLY, hlo="f8e4m3fnuz"),
     _d("float8_e5m2fnuz", None, ml_dtypes.float8_e5m2fnuz, profiles=_XLA_ONLY, hlo="f8e5m2fnuz"),
-    _d("float8_e4m3b11fnuz", None, ml_dtypes.float8_e4m3b11fnuz, profiles=_XLA_ONLY,
-       hlo="f8e4m3b11fnuz"),
+    _d("float8_e4m3b11fnuz", None, ml_dtypes.float8_e4m3b11fnuz, profiles=_XLA_ONLY, hlo="f8e4m3b11fnuz"),
 )
 
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL} | {d.hlo_name: d for d in ALL if d.hlo_name}

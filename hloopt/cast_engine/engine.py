@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar, Union
+from typing import overload
 
 import numpy as np
 
@@ -13,17 +13,25 @@ from .dtypes import NEURON, PROFILES, XLA, DType, resolve
 from .errors import CastError
 from .scratch import CHUNK_LANES, Scratch
 
-Data = Union[np.ndarray, bytes, bytearray, memoryview]
-D = TypeVar("D", np.ndarray, bytes, bytearray, memoryview)
+Bytes = bytes | bytearray | memoryview
+Data = np.ndarray | Bytes
 
 
+@overload
 def cast(
-    data: D,
+    data: np.ndarray, src: str | int, dst: str | int, fp8_config: FP8ConversionConfig | None = None, profile: str = ...
+) -> np.ndarray: ...
+@overload
+def cast(
+    data: Bytes, src: str | int, dst: str | int, fp8_config: FP8ConversionConfig | None = None, profile: str = ...
+) -> Bytes: ...
+def cast(
+    data: Data,
     src: str | int,
     dst: str | int,
     fp8_config: FP8ConversionConfig | None = None,
     profile: str = NEURON,
-) -> D | bytes:
+) -> Data:
     """Convert `data` from dtype `src` to dtype `dst`.
 
     `data` is a C-contiguous numpy array (of the source's storage dtype, or of
@@ -47,7 +55,8 @@ def cast(
             raise CastError("fp8_config applies only to the neuron profile; XLA convert has no such knob")
         kernel = xla.kernel(source, target)
     else:
-        if fp8_config is not None and not isinstance(fp8_config, FP8ConversionConfig):
+        # Callers without a type checker pass anything: the check is for them.
+        if fp8_config is not None and not isinstance(fp8_config, FP8ConversionConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise CastError(f"fp8_config must be an FP8ConversionConfig, not {type(fp8_config).__name__}")
         kernel = neuron.kernel(source, target, fp8_config or DEFAULT_FP8_CONFIG)
     flat, rebuild = _flatten(data, source, target)
@@ -58,21 +67,26 @@ def cast(
     return rebuild(out)
 
 
-def _run(kernel: Callable[[np.ndarray, np.ndarray, Scratch], None], src: np.ndarray, out: np.ndarray,
-         src_lanes: int, dst_lanes: int) -> None:
+def _run(
+    kernel: Callable[[np.ndarray, np.ndarray, Scratch], None],
+    src: np.ndarray,
+    out: np.ndarray,
+    src_lanes: int,
+    dst_lanes: int,
+) -> None:
     """Feed the kernel chunk by chunk; CHUNK_LANES is a multiple of 4 lanes."""
     lanes = src.size * src_lanes
     scratch = Scratch(lanes)
     for start in range(0, lanes, CHUNK_LANES):
         stop = min(start + CHUNK_LANES, lanes)
-        kernel(src[start // src_lanes: stop // src_lanes], out[start // dst_lanes: stop // dst_lanes], scratch)
+        kernel(src[start // src_lanes : stop // src_lanes], out[start // dst_lanes : stop // dst_lanes], scratch)
 
 
 def _flatten(data: Data, src: DType, dst: DType) -> tuple[np.ndarray, Callable[[np.ndarray], Data]]:
     """A 1-D view of the source containers and how to shape the result like the input."""
     if isinstance(data, np.ndarray):
         return _flatten_array(data, src, dst)
-    if isinstance(data, (bytes, bytearray, memoryview)):
+    if isinstance(data, (bytes, bytearray, memoryview)):  # pyright: ignore[reportUnnecessaryIsInstance]  # untyped callers
         view = memoryview(data)
         if not view.c_contiguous:
             raise CastError("input buffer is not contiguous")
@@ -100,7 +114,9 @@ def _flatten_array(data: np.ndarray, src: DType, dst: DType) -> tuple[np.ndarray
     shape = data.shape
     if src.lanes != dst.lanes:
         if not shape:
-            raise CastError(f"a 0-d array cannot be cast between {src.name} and {dst.name}: x4 lanes run along the last axis")
+            raise CastError(
+                f"a 0-d array cannot be cast between {src.name} and {dst.name}: x4 lanes run along the last axis"
+            )
         lanes = shape[-1] * src.lanes
         _check_whole_containers(lanes, dst)
         shape = (*shape[:-1], lanes // dst.lanes)

@@ -9,7 +9,7 @@ kernels then only look values up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -73,7 +73,7 @@ E3M4 = MiniFloat("float8_e3m4", 3, 4, 3, True, 0x78, 0x6F, -6)
 E2M1FN = MiniFloat("float4_e2m1fn", 2, 1, 1, False, None, 0x7, None)
 
 
-@lru_cache(maxsize=None)
+@cache
 def decode_table(fmt: MiniFloat) -> np.ndarray:
     """float32 value of every code (the byte's low `width` bits), read-only.
 
@@ -151,7 +151,7 @@ def index_shift(fmt: MiniFloat) -> int:
     return 22 - fmt.man_bits
 
 
-@lru_cache(maxsize=None)
+@cache
 def encode_table(fmt: MiniFloat, config: FP8ConversionConfig) -> np.ndarray:
     """Codes indexed by (float32 bits >> index_shift) << 1 | sticky, read-only.
 

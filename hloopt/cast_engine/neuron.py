@@ -9,7 +9,7 @@ tables are built once from the readable rules in `minifloat`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -29,7 +29,7 @@ BF16_NAN = 0x7FC0
 # ---------------------------------------------------------------- stage A
 
 
-@lru_cache(maxsize=None)
+@cache
 def f16_table() -> np.ndarray:
     """float32 bits of every half (reading 1: subnormal = mantissa x 2^-24).
 
@@ -79,7 +79,7 @@ def _fp4x4_decoder(table: np.ndarray) -> Decoder:
     return decode
 
 
-@lru_cache(maxsize=None)
+@cache
 def e8m0_table() -> np.ndarray:
     """Reading 12: the device reads an e8m0 byte as its plain unsigned value."""
     table = np.arange(256, dtype=np.float32)
@@ -103,21 +103,29 @@ def decoder(src: DType) -> Decoder:
 # ---------------------------------------------------------------- stage B
 
 
+_NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _fix_nans(values: np.ndarray, out: np.ndarray, positive: int, negative: int, scratch: Scratch) -> None:
     """Overwrite the lanes whose value is NaN with a sign-dependent constant.
 
     NaNs are rare, so for native floats the common path is one max-reduction:
     np.maximum propagates NaN, so the maximum is NaN exactly when a NaN exists.
     """
-    if values.dtype in (np.float32, np.float64) and values.size and not np.isnan(np.maximum.reduce(values)):
+    if values.dtype in _NATIVE_FLOATS and values.size and not np.isnan(np.maximum.reduce(values)):
         return
     nan = np.isnan(values, out=scratch.get("nan", np.bool_, values.size))
     if nan.any():
         out[nan] = np.where(np.signbit(values[nan]), negative, positive)
 
 
-def saturating_int_encoder(dtype: np.dtype, rounder: np.ufunc, work: type = np.float32,
-                           nan_positive: int | None = None, nan_negative: int | None = None) -> Encoder:
+def saturating_int_encoder(
+    dtype: np.dtype,
+    rounder: np.ufunc,
+    work: type = np.float32,
+    nan_positive: int | None = None,
+    nan_negative: int | None = None,
+) -> Encoder:
     """Round (or truncate), then saturate to `dtype`; NaN gives a per-sign constant.
 
     Readings 9 and 10 use the defaults: float32 work, NaN -> MAX with the sign
@@ -143,11 +151,10 @@ def saturating_int_encoder(dtype: np.dtype, rounder: np.ufunc, work: type = np.f
         else:
             src_values = src
         rounder(src_values, out=values)
-        if needs_max_fix:
-            above = np.greater(values, high, out=scratch.get("above", np.bool_, src.size))
+        above = np.greater(values, high, out=scratch.get("above", np.bool_, src.size)) if needs_max_fix else None
         np.clip(values, low, high, out=values)
         np.copyto(out, values, casting="unsafe")
-        if needs_max_fix and above.any():
+        if above is not None and above.any():
             out[above] = info.max
         _fix_nans(src, out, positive, negative, scratch)
 

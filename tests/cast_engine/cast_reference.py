@@ -13,11 +13,12 @@ import math
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 F32_NAN = 0x7FC00000
 
 # name -> (numpy lane dtype, bit width of a lane, lanes per container, container uint)
-LANE: dict[str, tuple[object, int]] = {
+LANE: dict[str, tuple[npt.DTypeLike, int]] = {
     "float8_e4m3fn": (ml_dtypes.float8_e4m3fn, 8),
     "float8_e5m2": (ml_dtypes.float8_e5m2, 8),
     "float8_e4m3": (ml_dtypes.float8_e4m3, 8),
@@ -29,15 +30,24 @@ INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"
 UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 BITS_DTYPE = {
     **{n: np.dtype(n) for n in INTS},
-    "float16": np.dtype(np.uint16), "bfloat16": np.dtype(np.uint16), "float32": np.dtype(np.uint32),
-    "float32r": np.dtype(np.uint32), "float8_e8m0fnu": np.dtype(np.uint8),
+    "float16": np.dtype(np.uint16),
+    "bfloat16": np.dtype(np.uint16),
+    "float32": np.dtype(np.uint32),
+    "float32r": np.dtype(np.uint32),
+    "float8_e8m0fnu": np.dtype(np.uint8),
     **{n: np.dtype(np.uint8) for n in LANE},
-    "float8_e4m3fn_x4": np.dtype(np.uint32), "float8_e5m2_x4": np.dtype(np.uint32),
+    "float8_e4m3fn_x4": np.dtype(np.uint32),
+    "float8_e5m2_x4": np.dtype(np.uint32),
     "float4_e2m1fn_x4": np.dtype(np.uint16),
 }
 # Readings 4-6 and 14, copied from the issue text.
-CANONICAL_NAN = {"float8_e4m3fn": 0x7F, "float8_e5m2": 0x7E, "float8_e4m3": 0x7C, "float8_e3m4": 0x78,
-                 "float4_e2m1fn": 0x7}
+CANONICAL_NAN = {
+    "float8_e4m3fn": 0x7F,
+    "float8_e5m2": 0x7E,
+    "float8_e4m3": 0x7C,
+    "float8_e3m4": 0x78,
+    "float4_e2m1fn": 0x7,
+}
 FLUSH_BELOW = {"float8_e4m3fn": -9, "float8_e4m3": -9, "float8_e5m2": -16, "float8_e3m4": -6}
 HAS_INF = {"float8_e5m2", "float8_e4m3", "float8_e3m4"}
 
@@ -102,13 +112,16 @@ def decode(name: str, raw: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ encode
 
 
-def _grid(lane_dtype: object, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _grid(lane_dtype: npt.DTypeLike, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted finite non-negative values of a float format and their codes."""
     n = 1 << (width - 1)
     codes = np.arange(n, dtype=UINT_OF_SIZE[max(width // 8, 1)])
     with np.errstate(invalid="ignore"):
-        values = codes.view(lane_dtype).astype(np.float64) if width >= 8 else \
-            codes.astype(np.uint8).view(lane_dtype).astype(np.float64)
+        values = (
+            codes.view(lane_dtype).astype(np.float64)
+            if width >= 8
+            else codes.astype(np.uint8).view(lane_dtype).astype(np.float64)
+        )
     keep = np.isfinite(values)
     order = np.argsort(values[keep], kind="stable")
     return values[keep][order], codes[keep][order].astype(np.int64)
@@ -159,7 +172,7 @@ def _minifloat(name: str, bits: np.ndarray, saturate: bool, nan_suppress: bool) 
     return out.astype(np.uint8)
 
 
-def _ieee(lane_dtype: object, bits: np.ndarray, nan_pos: int, nan_neg: int) -> np.ndarray:
+def _ieee(lane_dtype: npt.DTypeLike, bits: np.ndarray, nan_pos: int, nan_neg: int) -> np.ndarray:
     """fp16 / bf16: RNE on the grid, overflow to Inf (the next code after max)."""
     x = f32(bits)
     values, codes = _grid(lane_dtype, 16)
@@ -250,17 +263,31 @@ def float32_sample(seed: int = 0) -> np.ndarray:
     """
     rng = np.random.default_rng(seed)
     sign_exp = np.arange(512, dtype=np.uint32) << 23
-    parts = [sign_exp, sign_exp | 0x7FFFFF, sign_exp | 1]
+    parts: list[np.ndarray] = [sign_exp, sign_exp | 0x7FFFFF, sign_exp | 1]
     for k in range(1, 24):
         for lsb in (0, 1):
             top = (rng.integers(0, 1 << 23, 512, dtype=np.uint32) >> k << 1 | lsb) << (k - 1) & 0x7FFFFF
             tie = (top & ~np.uint32((1 << k) - 1)) | (1 << (k - 1))
             parts += [sign_exp | tie, sign_exp | (tie - 1), sign_exp | ((tie + 1) & 0x7FFFFF)]
     parts.append(rng.integers(0, 1 << 32, 40000, dtype=np.uint32))
-    specials = [0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF,
-                0xFFFFFFFF, 0x7FA00000, 0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF]
+    specials = [
+        0x7F800000,
+        0xFF800000,
+        0x7FC00000,
+        0xFFC00000,
+        0x7F800001,
+        0xFF800001,
+        0x7FFFFFFF,
+        0xFFFFFFFF,
+        0x7FA00000,
+        0x00000000,
+        0x80000000,
+        0x00000001,
+        0x807FFFFF,
+        0x7F7FFFFF,
+    ]
     edges = []
-    for name in INTS + ("float8_e8m0fnu",):
+    for name in (*INTS, "float8_e8m0fnu"):
         info = np.iinfo("uint8" if name == "float8_e8m0fnu" else name)
         for v in (info.min, info.max):
             for d in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5):

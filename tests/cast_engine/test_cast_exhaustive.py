@@ -3,16 +3,27 @@ dense stratified float32 sample, against the independent cast_reference."""
 
 from __future__ import annotations
 
+import cast_reference as ref
 import numpy as np
 import pytest
 
-import cast_reference as ref
 from hloopt.cast_engine import FP8ConversionConfig, cast, names, resolve
 
 NEURON = names("neuron")
-CONFIGS = [FP8ConversionConfig(), *(FP8ConversionConfig(s, n) for s, n in [(True, True), (False, False), (False, True)])]
-FP8_LANES = {"float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4", "float4_e2m1fn",
-             "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4"}
+CONFIGS = [
+    FP8ConversionConfig(),
+    *(FP8ConversionConfig(s, n) for s, n in [(True, True), (False, False), (False, True)]),
+]
+FP8_LANES = {
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3",
+    "float8_e3m4",
+    "float4_e2m1fn",
+    "float8_e4m3fn_x4",
+    "float8_e5m2_x4",
+    "float4_e2m1fn_x4",
+}
 
 
 def all_patterns(name: str) -> np.ndarray:
@@ -35,9 +46,11 @@ def check(src: str, dst: str, raw_bits: np.ndarray, hub_bits: np.ndarray, config
     if bad.size:
         lanes = resolve(dst, "neuron").lanes
         i = bad[0]
-        hub = hub_bits[i * lanes: (i + 1) * lanes]
-        pytest.fail(f"{src}->{dst} {config}: {bad.size} mismatches; first at {i}: hub {[hex(h) for h in hub]} "
-                    f"({ref.f32(hub)}) want {int(want[i]):#x} got {int(got[i]):#x}")
+        hub = hub_bits[i * lanes : (i + 1) * lanes]
+        pytest.fail(
+            f"{src}->{dst} {config}: {bad.size} mismatches; first at {i}: hub {[hex(h) for h in hub]} "
+            f"({ref.f32(hub)}) want {int(want[i]):#x} got {int(got[i]):#x}"
+        )
 
 
 def configs_for(dst: str) -> list[FP8ConversionConfig]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ SAT_NAN = FP8ConversionConfig(saturate=True, nan_suppress=True)
 NAN, NEG_NAN = np.float32(np.nan), -np.float32(np.nan)
 
 
-def f32(*values: float) -> np.ndarray:
+def f32(*values: float | np.floating[Any]) -> np.ndarray:
     return np.array(values, np.float32)
 
 
@@ -54,8 +56,9 @@ def test_r03_fp8_guard_bit_is_one_below_the_kept_mantissa() -> None:
         ("float8_e3m4", 15.5, 0x6F, 0x70, 15.75, 15.74),
     ],
 )
-def test_r04_overflow_is_judged_after_rounding(dst: str, max_value: float, max_code: int, inf_code: int | None,
-                                               first_overflow: float, last_kept: float) -> None:
+def test_r04_overflow_is_judged_after_rounding(
+    dst: str, max_value: float, max_code: int, inf_code: int | None, first_overflow: float, last_kept: float
+) -> None:
     values = f32(last_kept, first_overflow, -first_overflow, np.inf, -np.inf)
     assert codes(values, dst, SAT) == [max_code, max_code, 0x80 | max_code, max_code, 0x80 | max_code]
     assert cast(f32(max_value), "float32", dst).astype(np.float32).tolist() == [max_value]
@@ -66,8 +69,9 @@ def test_r04_overflow_is_judged_after_rounding(dst: str, max_value: float, max_c
         assert codes(values, dst, NOSAT_NAN) == [max_code, 0x00, 0x80, 0x00, 0x80]
 
 
-@pytest.mark.parametrize(("dst", "nan"), [("float8_e4m3fn", 0x7F), ("float8_e5m2", 0x7E),
-                                          ("float8_e4m3", 0x7C), ("float8_e3m4", 0x78)])
+@pytest.mark.parametrize(
+    ("dst", "nan"), [("float8_e4m3fn", 0x7F), ("float8_e5m2", 0x7E), ("float8_e4m3", 0x7C), ("float8_e3m4", 0x78)]
+)
 def test_r05_nan_is_tested_before_overflow(dst: str, nan: int) -> None:
     values = f32(NAN, NEG_NAN)
     values = np.concatenate([values, np.array([0x7F800001, 0xFFFFFFFF], np.uint32).view(np.float32)])
@@ -76,8 +80,9 @@ def test_r05_nan_is_tested_before_overflow(dst: str, nan: int) -> None:
     assert codes(values, dst, SAT_NAN) == [0x00, 0x80, 0x00, 0x80]
 
 
-@pytest.mark.parametrize(("dst", "emin_sub"), [("float8_e4m3fn", -9), ("float8_e4m3", -9),
-                                               ("float8_e5m2", -16), ("float8_e3m4", -6)])
+@pytest.mark.parametrize(
+    ("dst", "emin_sub"), [("float8_e4m3fn", -9), ("float8_e4m3", -9), ("float8_e5m2", -16), ("float8_e3m4", -6)]
+)
 def test_r06_underflow_flushes_below_the_smallest_subnormal_exponent(dst: str, emin_sub: int) -> None:
     tiny = 2.0**emin_sub
     # 1.9 * 2^(emin-1) would round up to the smallest subnormal under IEEE; the device gives zero.
@@ -89,8 +94,15 @@ def test_r07_float32r_rounds_off_12_bits_not_tf32() -> None:
     values = np.array([0x3F800800, 0x3F801800, 0x3F801000, 0x3F8017FF, 0x7F7FFFFF], np.uint32).view(np.float32)
     values = np.concatenate([values, f32(NAN, NEG_NAN)])
     # 0x3f801000 keeps bit 12, which TF32 (10 mantissa bits) would have rounded away.
-    assert codes(values, "float32r") == [0x3F800000, 0x3F802000, 0x3F801000, 0x3F801000, 0x7F800000,
-                                         0x7FC00000, 0x7FC00000]
+    assert codes(values, "float32r") == [
+        0x3F800000,
+        0x3F802000,
+        0x3F801000,
+        0x3F801000,
+        0x7F800000,
+        0x7FC00000,
+        0x7FC00000,
+    ]
 
 
 def test_r08_bfloat16_rne_nan_unsigned_overflow_inf() -> None:
@@ -109,8 +121,7 @@ def test_r09_narrow_integers_round_then_saturate_nan_by_sign() -> None:
 
 def test_r10_64bit_integers_truncate_then_saturate() -> None:
     values = f32(2.5, 2.9, -2.7, 1e19, -1e19, 2.0**63, NAN, NEG_NAN)
-    assert cast(values, "float32", "int64").tolist() == [2, 2, -2, 2**63 - 1, -(2**63), 2**63 - 1, 2**63 - 1,
-                                                        -(2**63)]
+    assert cast(values, "float32", "int64").tolist() == [2, 2, -2, 2**63 - 1, -(2**63), 2**63 - 1, 2**63 - 1, -(2**63)]
     assert cast(values, "float32", "uint64").tolist() == [2, 2, 0, int(np.float32(1e19)), 0, 2**63, 2**64 - 1, 0]
 
 
