@@ -8,11 +8,6 @@ import numpy as np
 from .scratch import Scratch
 
 
-def fp8_lanes(containers: np.ndarray) -> np.ndarray:
-    """The lane bytes of uint32 containers, in lane order (a view, no copy)."""
-    return containers.view(np.uint8)
-
-
 def nibble_pair_table(table16: np.ndarray) -> np.ndarray:
     """(256, 2) table: for each packed byte, the values of its low and high lane.
 
