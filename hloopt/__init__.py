@@ -6,24 +6,30 @@ hloopt.execute(module, inputs)   # run on the CPU through XLA
 hloopt.compare(a, b)             # run two modules on the same inputs, compare
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from hloopt.errors import HloError, HloParseError
-from hloopt.ir import Module
-from hloopt.text.parser import parse
 
-if TYPE_CHECKING:  # loaded on first use by __getattr__ below
+if TYPE_CHECKING:
+    from hloopt.ir import Module
+    from hloopt.text.parser import parse
     from hloopt.xla.execution import compare, execute
 
 __version__ = "0.1.0"
 
 __all__ = ["HloError", "HloParseError", "Module", "__version__", "compare", "execute", "parse"]
 
+#: Names loaded on first use, so `hloopt --version` and `hloopt passes` start without numpy, lark or jax.
+_LAZY = {
+    "parse": "hloopt.text.parser",
+    "Module": "hloopt.ir",
+    "execute": "hloopt.xla.execution",
+    "compare": "hloopt.xla.execution",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """`execute` and `compare` load XLA's bridge only when first used."""
-    if name in ("execute", "compare"):
-        from hloopt.xla import execution
-
-        return getattr(execution, name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'hloopt' has no attribute {name!r}")

@@ -9,6 +9,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Every pipeline run in the tests checks each pass's "changed" flag against the printed module
+# (XLA's VerifyPassChangedReport); subprocesses inherit it.
+os.environ.setdefault("HLOOPT_CHECK_PASS_CHANGED", "both")
+
 
 def shared_dir() -> Path | None:
     """``$HLOOPT_SHARED`` or ``<repo>/../shared``; None when neither exists."""

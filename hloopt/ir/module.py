@@ -4,6 +4,7 @@ Operands, called computations and control predecessors are object
 references, not names, so a pass can rewrite the graph without worrying
 about text. Attributes hloopt does not model keep their value text exactly.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
 
+from hloopt.ir.attributes import canonical_order
 from hloopt.ir.literal import Literal
 from hloopt.ir.shape import Shape
 
@@ -46,7 +48,7 @@ AttributeValue = Union[str, "Computation", ComputationList, InstructionList]
 class Instruction:
     """One HLO instruction. Identity matters: instructions hash and compare by object."""
 
-    __slots__ = ("name", "opcode", "shape", "operands", "attributes", "literal", "parameter_number", "parent", "users")
+    __slots__ = ("attributes", "literal", "name", "opcode", "operands", "parameter_number", "parent", "shape", "users")
 
     def __init__(
         self,
@@ -85,6 +87,26 @@ class Instruction:
         self.operands = [new if op is old else op for op in self.operands]
         old.users.pop(self, None)
         new.users[self] = None
+        self._edited()
+
+    def set_shape(self, shape: Shape) -> None:
+        """Give the instruction a new result shape (a pass changing its element type)."""
+        self.shape = shape
+        self._edited()
+
+    def set_literal(self, literal: Literal) -> None:
+        """Give a constant a new value."""
+        self.literal = literal
+        self._edited()
+
+    def set_attributes(self, attributes: dict[str, AttributeValue]) -> None:
+        """Replace the attributes (printed in the dict's order)."""
+        self.attributes = attributes
+        self._edited()
+
+    def _edited(self) -> None:
+        if self.parent is not None:
+            self.parent.edits += 1
 
     def drop_operands(self) -> None:
         for operand in self.operands:
@@ -105,8 +127,18 @@ class Instruction:
         return value.instructions if isinstance(value, InstructionList) else ()
 
 
+#: What ``HloComputation::ReplaceInstruction`` carries over when the replacement has none of its own.
+_INHERITED = ("metadata", "frontend_attributes", "sharding")
+
+
 class Computation:
-    """A named list of instructions with a root; the entry computation is marked."""
+    """A named list of instructions with a root; the entry computation is marked.
+
+    Every edit goes through a method here or on `Instruction`, and each one counts
+    in `edits`: a pass compares the count before and after to know which
+    computations it changed (they are then printed in XLA's order), so no pass
+    has to list them.
+    """
 
     def __init__(self, name: str, is_entry: bool = False) -> None:
         self.name = name
@@ -116,6 +148,8 @@ class Computation:
         #: Attributes after the closing brace (``execution_thread="..."``), verbatim.
         self.attributes: dict[str, str] = {}
         self.parent: Module | None = None
+        #: How many edits this computation has had; only differences between two readings mean anything.
+        self.edits = 0
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name}>"
@@ -127,19 +161,40 @@ class Computation:
     def append(self, instruction: Instruction) -> Instruction:
         instruction.parent = self
         self.instructions.append(instruction)
+        self.edits += 1
         return instruction
 
-    def insert_before(self, anchor: Instruction, instruction: Instruction) -> Instruction:
-        """Add `instruction` just before `anchor`, so definitions still precede uses in text."""
+    def set_root(self, instruction: Instruction) -> None:
+        """Make `instruction` (already in this computation) the root."""
+        self.root = instruction
+        self.edits += 1
+
+    def insert_before(self, anchor: Instruction, instruction: Instruction, near: int | None = None) -> int:
+        """Add `instruction` just before `anchor`, so definitions still precede uses in text; its index.
+
+        `near` is where `anchor` probably is (a builder inserting a run passes the last
+        index back); it is checked before it is trusted, so a wrong guess only costs a search.
+        """
+        index = self._index(anchor, near)
+        self._insert(index, instruction)
+        return index
+
+    def insert_after(self, anchor: Instruction, instruction: Instruction, near: int | None = None) -> int:
+        """Add `instruction` just after `anchor` in text order; its index (`near` as in `insert_before`)."""
+        index = self._index(anchor, near) + 1
+        self._insert(index, instruction)
+        return index
+
+    def _index(self, anchor: Instruction, near: int | None) -> int:
+        instructions = self.instructions
+        if near is not None and 0 <= near < len(instructions) and instructions[near] is anchor:
+            return near
+        return instructions.index(anchor)
+
+    def _insert(self, index: int, instruction: Instruction) -> None:
         instruction.parent = self
-        self.instructions.insert(self.instructions.index(anchor), instruction)
-        return instruction
-
-    def insert_all_before(self, anchor: Instruction, instructions: list[Instruction]) -> None:
-        index = self.instructions.index(anchor)
-        for instruction in instructions:
-            instruction.parent = self
-        self.instructions[index:index] = instructions
+        self.instructions.insert(index, instruction)
+        self.edits += 1
 
     def replace_all_uses(self, old: Instruction, new: Instruction) -> None:
         """Redirect every user of `old` (and the root, and control edges) to `new`."""
@@ -154,6 +209,7 @@ class Computation:
                 )
         if self.root is old:
             self.root = new
+        self.edits += 1
 
     def remove(self, instruction: Instruction) -> None:
         """Remove an instruction that nothing uses any more."""
@@ -162,15 +218,35 @@ class Computation:
         instruction.drop_operands()
         self.instructions.remove(instruction)
         instruction.parent = None
+        self.edits += 1
 
     def replace_instruction(self, old: Instruction, new: Instruction) -> None:
-        """Put `new` where `old` was: every use moves to `new`, `old` is removed."""
+        """Put `new` where `old` was, as XLA's ``HloComputation::ReplaceInstruction`` does.
+
+        `new` (inserted just before `old` if it is not in the computation yet) inherits
+        metadata, frontend attributes and sharding when it has none of its own and takes
+        over `old`'s control predecessors, so a rewrite keeps what profilers, schedulers
+        and partitioners rely on. Every use of `old` (operands, root, control edges) moves
+        to `new`; `old` is removed, and so are operands it leaves unused (XLA's
+        ``RemoveInstructionAndUnusedOperands``). Attributes end in XLA's print order.
+        """
         if new.parent is None:
             self.insert_before(old, new)
+        for key in _INHERITED:
+            if key in old.attributes and key not in new.attributes:
+                new.attributes[key] = old.attributes[key]
+        predecessors = old.control_predecessors()
+        if predecessors:
+            merged = tuple(dict.fromkeys(new.control_predecessors() + predecessors))
+            new.attributes.pop("control-predecessors", None)
+            new.attributes["control-predecessors"] = InstructionList(merged)
+        new.set_attributes(canonical_order(new.attributes))
         self.replace_all_uses(old, new)
         if old.users:
             raise ValueError(f"%{old.name} still has users")
+        operands = list(old.operands)
         self.remove(old)
+        self.remove_dead_code(operands)
 
     def remove_dead_code(self, candidates: Iterable[Instruction] | None = None) -> int:
         """Remove side-effect-free instructions nothing uses; returns how many went.
@@ -197,8 +273,40 @@ class Computation:
             work.extend(operands)
         return removed
 
+    def print_order(self) -> list[Instruction]:
+        """The order XLA prints a computation in (``HloComputation::MakeInstructionPostOrder``).
+
+        DFS from each instruction nothing uses, in list order; operands are visited
+        first-operand-first, control predecessors before operands. Iterative.
+        """
+        state: dict[Instruction, bool] = {}  # False while visiting, True once emitted
+        order: list[Instruction] = []
+        for start in self.instructions:
+            if start.users or start in state:
+                continue
+            stack = [start]
+            while stack:
+                current = stack[-1]
+                seen = state.get(current)
+                if seen is not None:
+                    stack.pop()
+                    if seen is False:
+                        state[current] = True
+                        order.append(current)
+                    continue
+                state[current] = False
+                stack.extend(reversed(current.operands))
+                if "control-predecessors" in current.attributes:
+                    stack.extend(current.control_predecessors())
+        order += [i for i in self.instructions if i not in state]
+        return order
+
+    def sort_in_print_order(self) -> None:
+        """Lay the instructions out in `print_order` (what XLA prints for a module it edited)."""
+        self.instructions = self.print_order()
+
     def post_order(self) -> list[Instruction]:
-        """Operands before users, from the root; unreachable instructions included (iterative).
+        """Dependency order: operands before users, from the root; unreachable instructions included (iterative).
 
         Text order already is this order when every instruction follows its operands
         and control predecessors, as parsed text does: that case costs one scan.
@@ -244,11 +352,39 @@ def _dependencies(instruction: Instruction) -> Iterator[Instruction]:
 
 
 _SIDE_EFFECT_OPCODES = frozenset(
-    """parameter send send-done recv recv-done outfeed infeed after-all add-dependency
-    all-reduce all-reduce-start all-reduce-done all-gather all-gather-start all-gather-done
-    collective-permute collective-permute-start collective-permute-done all-to-all
-    ragged-all-to-all reduce-scatter collective-broadcast rng rng-get-and-update-state
-    async-start async-update async-done while conditional call custom-call""".split()
+    [
+        "parameter",
+        "send",
+        "send-done",
+        "recv",
+        "recv-done",
+        "outfeed",
+        "infeed",
+        "after-all",
+        "add-dependency",
+        "all-reduce",
+        "all-reduce-start",
+        "all-reduce-done",
+        "all-gather",
+        "all-gather-start",
+        "all-gather-done",
+        "collective-permute",
+        "collective-permute-start",
+        "collective-permute-done",
+        "all-to-all",
+        "ragged-all-to-all",
+        "reduce-scatter",
+        "collective-broadcast",
+        "rng",
+        "rng-get-and-update-state",
+        "async-start",
+        "async-update",
+        "async-done",
+        "while",
+        "conditional",
+        "call",
+        "custom-call",
+    ]
 )
 
 

@@ -6,18 +6,25 @@ them with the cast engine gives exactly what the convert computes, under the
 chosen numerics: "xla" (XLA's convert, so jax results do not move) or
 "neuron" (the device's cast rules).
 """
+
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal as Choice
 
 import numpy as np
 
+from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import CastError, cast, resolve
+from hloopt.ir.builder import Builder
 from hloopt.ir.literal import Literal
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape
-from hloopt.passes.base import OpExpanderPass, PassResult, new_instruction, replace_like_xla
-from hloopt.analysis.shape_inference import ShapeResolver
+from hloopt.passes.base import OpExpanderPass, PassResult
 
 XLA, NEURON = "xla", "neuron"
+#: The numerics a fold can follow: XLA's convert, or the Neuron device's cast rules.
+Numerics = Choice["xla", "neuron"]
 
 
 def _profile_for(element_type: str, profile: str) -> str | None:
@@ -48,14 +55,12 @@ def convert_array(value: np.ndarray, source: str, target: str, profile: str) -> 
     return cast(np.ascontiguousarray(value), source, target, profile=chosen)
 
 
+@dataclass(frozen=True)
 class FoldConstantConverts(OpExpanderPass):
     """Replace each convert of an array constant by the converted constant."""
 
     name = "fold-constant-converts"
-
-    def __init__(self, profile: str = XLA) -> None:
-        super().__init__()
-        self.profile = profile
+    numerics: Numerics = XLA
 
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
         if instruction.opcode != "convert" or len(instruction.operands) != 1:
@@ -66,25 +71,21 @@ class FoldConstantConverts(OpExpanderPass):
         if constant.opcode != "constant" or literal is None or literal.is_elided or not isinstance(target, ArrayShape):
             return False
         source = literal.shape
-        return isinstance(source, ArrayShape) and foldable_types(source.element_type, target.element_type, self.profile)
+        return isinstance(source, ArrayShape) and foldable_types(
+            source.element_type, target.element_type, self.numerics
+        )
 
-    def expand(self, module: Module, convert: Instruction, shapes: ShapeResolver, result: PassResult) -> None:
-        computation = convert.parent
-        assert computation is not None
-        constant = convert.operands[0]
-        literal = constant.literal
-        target = convert.shape
+    def expand(self, builder: Builder, instruction: Instruction, shapes: ShapeResolver) -> Instruction:
+        literal = instruction.operands[0].literal
+        target = instruction.shape
         assert literal is not None and isinstance(literal.shape, ArrayShape) and isinstance(target, ArrayShape)
-        value = convert_array(literal.value, literal.shape.element_type, target.element_type, self.profile)
-        folded = new_instruction(module, "constant", target, [])
-        folded.literal = Literal.from_value(target, value.reshape(target.dims))
-        computation.insert_before(convert, folded)
-        replace_like_xla(computation, convert, folded)
-        computation.remove_dead_code([constant])
+        assert isinstance(literal.value, np.ndarray)  # an array shape has an array value
+        value = convert_array(literal.value, literal.shape.element_type, target.element_type, self.numerics)
+        return builder.constant(Literal.from_value(target, value.reshape(target.dims)))
 
-    def run_on_module(self, module: Module, result: PassResult) -> None:
+    def run_on_module(self, module: Module) -> PassResult:
         """Repeat until nothing matches, so ``convert(convert(constant))`` folds all the way."""
-        before = -1
-        while result.rewritten != before:
-            before = result.rewritten
-            super().run_on_module(module, result)
+        rewritten = 0
+        while (step := super().run_on_module(module)).changed:
+            rewritten += step.rewritten
+        return PassResult(rewritten > 0, rewritten)

@@ -6,18 +6,30 @@ Every new instruction is stamped ``auto_cast="none"`` so later auto-casting
 leaves the F32 routing alone. There is no overflow guard (as in the binary);
 hloopt only warns when the F32 accumulation can stop being exact.
 """
+
 from __future__ import annotations
 
-from hloopt.ir.module import Instruction, Module
-from hloopt.ir.shape import INT_TYPES, SIGNED_INT_TYPES, ArrayShape, Shape, leaf_shapes
-from hloopt.ir.attributes import canonical_order, with_frontend_attribute, with_op_name_suffix
-from hloopt.passes.base import OpExpanderPass, PassResult, known_shape, new_instruction, replace_like_xla, to_f32
+from dataclasses import dataclass
+
 from hloopt.analysis.shape_inference import ShapeResolver, int_list
+from hloopt.errors import HloError
+from hloopt.ir.attributes import MapSyntaxError, canonical_order, with_frontend_attribute, with_op_name_suffix
+from hloopt.ir.builder import Builder
+from hloopt.ir.module import AttributeValue, Instruction
+from hloopt.ir.shape import INT_TYPES, SIGNED_INT_TYPES, ArrayShape, Shape, leaf_shapes
+from hloopt.passes.base import OpExpanderPass, known_shape, to_f32
 
 #: Appended, verbatim with its spaces, to each new instruction's metadata op_name.
 METADATA_SUFFIX = " Downcast for int support "
 #: CreateDot passes only the dimension numbers and the precision config through.
-_DOT_ATTRIBUTES = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims", "sparsity", "operand_precision")
+_DOT_ATTRIBUTES = (
+    "lhs_batch_dims",
+    "lhs_contracting_dims",
+    "rhs_batch_dims",
+    "rhs_contracting_dims",
+    "sparsity",
+    "operand_precision",
+)
 #: Integers up to 2**24 in magnitude are exact in F32 (24-bit significand).
 F32_EXACT = 1 << 24
 
@@ -33,6 +45,7 @@ def _max_magnitude(element_type: str) -> int:
     return 1 << (bits - 1) if element_type in SIGNED_INT_TYPES else (1 << bits) - 1
 
 
+@dataclass(frozen=True)
 class NeuronIntMatmulDowncast(OpExpanderPass):
     """kDot with an all-integer result → F32 dot between converts, locked with auto_cast=none."""
 
@@ -41,34 +54,40 @@ class NeuronIntMatmulDowncast(OpExpanderPass):
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
         return instruction.opcode == "dot" and all_leaves_integers(shapes(instruction))
 
-    def expand(self, module: Module, dot: Instruction, shapes: ShapeResolver, result: PassResult) -> None:
-        computation = dot.parent
-        assert computation is not None
-        created: list[Instruction] = []
-        operands: list[Instruction] = []
-        for position, operand in enumerate(dot.operands):
-            shape = known_shape(shapes, operand)
-            if position < 2 and all_leaves_integers(shape):  # sparsity metadata stays as it is
-                operand = new_instruction(module, "convert", to_f32(shape), [operand])
-                created.append(operand)
-            operands.append(operand)
-        dot_shape = known_shape(shapes, dot)
-        attributes = {k: dot.attributes[k] for k in _DOT_ATTRIBUTES if k in dot.attributes}
-        created.append(new_instruction(module, "dot", to_f32(dot_shape), operands, attributes))
-        narrowed = new_instruction(module, "convert", dot_shape, [created[-1]])
-        created.append(narrowed)
-        metadata = with_op_name_suffix(_text(dot.attributes.get("metadata")), METADATA_SUFFIX)
-        frontend = with_frontend_attribute(_text(dot.attributes.get("frontend_attributes")), "auto_cast", '"none"')
-        for instruction in created:
-            instruction.attributes["frontend_attributes"] = frontend
-            instruction.attributes["metadata"] = metadata
-            instruction.attributes = canonical_order(instruction.attributes)
-        warning = _overflow_warning(dot, shapes)
-        if warning:
-            result.warnings.append(warning)
-        computation.insert_all_before(dot, created)
-        replace_like_xla(computation, dot, narrowed)
-        narrowed.attributes = canonical_order(narrowed.attributes)
+    def expand(self, builder: Builder, instruction: Instruction, shapes: ShapeResolver) -> Instruction:
+        operand_shapes = [known_shape(shapes, operand) for operand in instruction.operands]
+        dot_shape = known_shape(shapes, instruction)
+        stamp = _stamp(instruction)
+
+        def stamped(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+            return canonical_order(attributes | stamp)
+
+        operands = [
+            # sparsity metadata (operands 2 and up) stays as it is
+            builder.add("convert", to_f32(shape), [operand], stamped({}))
+            if position < 2 and all_leaves_integers(shape)
+            else operand
+            for position, (operand, shape) in enumerate(zip(instruction.operands, operand_shapes))
+        ]
+        attributes = {k: instruction.attributes[k] for k in _DOT_ATTRIBUTES if k in instruction.attributes}
+        f32_dot = builder.add("dot", to_f32(dot_shape), operands, stamped(attributes))
+        return builder.add("convert", dot_shape, [f32_dot], stamped({}))
+
+    def warning(self, instruction: Instruction, shapes: ShapeResolver) -> str | None:
+        return _overflow_warning(instruction, shapes)
+
+
+def _stamp(dot: Instruction) -> dict[str, AttributeValue]:
+    """The frontend attributes and metadata every new instruction gets: auto_cast=none, the op_name suffix."""
+    try:
+        return {
+            "frontend_attributes": with_frontend_attribute(
+                _text(dot.attributes.get("frontend_attributes")), "auto_cast", '"none"'
+            ),
+            "metadata": with_op_name_suffix(_text(dot.attributes.get("metadata")), METADATA_SUFFIX),
+        }
+    except MapSyntaxError as err:
+        raise HloError(f"%{dot.name}: cannot read its metadata or frontend attributes: {err}") from None
 
 
 def _text(value: object) -> str | None:

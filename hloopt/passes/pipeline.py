@@ -1,20 +1,31 @@
-"""The pass manager: run selected passes in registration order, verify, dump, report.
+"""The pass manager: run selected passes in registration order, verify, check, dump, report.
 
 Passes run in registration order whatever order they were named in (that is
 the binary's pipeline order); a pass that changed the module is followed by
-the verifier, and a failure names that pass.
+the verifier, and a failure names that pass. A pass object the registry does
+not know (one written in a notebook) runs right after the pass named before it.
 """
+
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, Protocol
 
+from hloopt.analysis.verifier import VerificationError, verify
+from hloopt.errors import HloError
+from hloopt.ir.module import Module
+from hloopt.passes.base import HloPass
+from hloopt.passes.registry import row_of, select
 from hloopt.support.fileio import write_atomic
 from hloopt.support.gcpause import paused_gc
-from hloopt.ir.module import Module
-from hloopt.passes.registry import PassInfo, select
-from hloopt.analysis.verifier import VerificationError, verify
+
+#: Turns the changed-flag check on for every pipeline ("1" or "silent": a pass that says it changed nothing
+#: must not have changed the text; "both": also a pass that says it changed something must have).
+CHECK_CHANGED_ENV = "HLOOPT_CHECK_PASS_CHANGED"
+ChangedCheck = Literal["off", "silent", "both"]
 
 
 @dataclass(frozen=True)
@@ -29,57 +40,130 @@ class PassReport:
 
 @dataclass
 class PipelineReport:
-    notes: list[str] = field(default_factory=list)
-    passes: list[PassReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list[str])
+    passes: list[PassReport] = field(default_factory=list[PassReport])
 
     @property
     def changed(self) -> bool:
         return any(p.changed for p in self.passes)
 
 
-def order_note(given: list[PassInfo], ordered: list[PassInfo]) -> str | None:
-    if given == ordered:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def number(self) -> int | None: ...
+
+
+def order_note(given: Sequence[_Named], ordered: Sequence[_Named]) -> str | None:
+    if list(given) == list(ordered):
         return None
-    return "passes run in registration order: " + ", ".join(f"{p.name} (#{p.number})" for p in ordered)
+    return "passes run in registration order: " + ", ".join(
+        p.name if p.number is None else f"{p.name} (#{p.number})" for p in ordered
+    )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A pass to run, its registration number (None when unregistered) and the place it sorts at."""
+
+    hlo_pass: HloPass
+    number: int | None
+    rank: float
+
+    @property
+    def name(self) -> str:
+        return self.hlo_pass.name or type(self.hlo_pass).__name__
+
+
+def plan(passes: str | Sequence[str | HloPass], numerics: str | None = None) -> tuple[list[_Step], list[_Step]]:
+    """The passes as given and in run order; specs are expanded, pass objects taken as they are."""
+    items = [passes] if isinstance(passes, str) else list(passes)
+    given: list[_Step] = []
+    for item in items:
+        if isinstance(item, str):
+            for selected in select(item)[0]:
+                given.append(_Step(selected.create(numerics), selected.number, selected.number))
+        else:
+            row = row_of(item)
+            number = row.number if row is not None else None
+            # Unregistered: right after whatever was named before it.
+            rank = number if number is not None else (given[-1].rank if given else float("-inf"))
+            given.append(_Step(item, number, rank))
+    given = list(dict.fromkeys(given))
+    if not given:
+        raise HloError("--passes names no pass; use 'all' or a comma-separated list (see 'hloopt passes')")
+    return given, sorted(given, key=lambda step: step.rank)
 
 
 def run_pipeline(
     module: Module,
-    passes: str,
+    passes: str | Sequence[str | HloPass],
     numerics: str = "xla",
     dump_dir: str | Path | None = None,
     check: bool = True,
     original: Callable[[], Module] | None = None,
+    check_changed: ChangedCheck | None = None,
 ) -> PipelineReport:
-    """Run the passes `passes` (``all`` or ``a,b``) on `module` in place.
+    """Run `passes` (a spec such as ``all`` or ``a,b{k=v}``, or a list of specs and pass objects) on `module` in place.
 
+    `numerics` fills the ``numerics`` option of passes whose spec leaves it unset.
     `original` rebuilds the unmodified input (the CLI re-parses the text). When the
     verifier refuses the module after a pass, the rebuilt input is verified too: if it
     was already invalid, the error says so instead of blaming the pass. Verifying every
     input up front would cost a whole verifier run on every module.
+
+    `check_changed` (XLA's VerifyPassChangedReport) prints the module around every pass
+    and fails a pass whose "changed" does not match the text; default: $HLOOPT_CHECK_PASS_CHANGED,
+    else on ("silent") when dumping, since the dumps print the module anyway, else off.
     """
-    given, ordered = select(passes)
+    given, ordered = plan(passes, numerics)
     report = PipelineReport()
     note = order_note(given, ordered)
     if note:
         report.notes.append(note)
     dump = Path(dump_dir) if dump_dir is not None else None
+    mode = check_changed or _changed_check_default(dump is not None)
+    text = module.to_text() if dump is not None or mode != "off" else None
     if dump is not None:
         dump.mkdir(parents=True, exist_ok=True)
-        write_atomic(dump / "00-input.hlo", module.to_text())
+        write_atomic(dump / "00-input.hlo", text or "")
     step = 0
-    for info in ordered:
-        hlo_pass = info.make(numerics)
+    for planned in ordered:
         with paused_gc():
-            changed = hlo_pass.run(module)
-            if changed and check:
-                _verify_after(module, info.name, original)
-        report.passes.append(PassReport(info.name, changed, hlo_pass.last.rewritten, tuple(hlo_pass.last.warnings)))
-        if changed:
+            result = planned.hlo_pass.run(module)
+            if result.changed and check:
+                _verify_after(module, planned.name, original)
+        report.passes.append(PassReport(planned.name, result.changed, result.rewritten, result.warnings))
+        if text is not None and (mode != "off" or (result.changed and dump is not None)):
+            before, text = text, module.to_text()
+            _check_changed_report(planned.name, result.changed, before, text, mode)
+        if result.changed:
             step += 1
             if dump is not None:
-                write_atomic(dump / f"{step:02d}-after-{info.name}.hlo", module.to_text())
+                write_atomic(dump / f"{step:02d}-after-{planned.name}.hlo", text or module.to_text())
     return report
+
+
+def _changed_check_default(dumping: bool) -> ChangedCheck:
+    value = os.environ.get(CHECK_CHANGED_ENV, "")
+    if value in ("1", "silent"):
+        return "silent"
+    if value == "both":
+        return "both"
+    return "silent" if dumping else "off"
+
+
+def _check_changed_report(name: str, changed: bool, before: str, after: str, mode: ChangedCheck) -> None:
+    """XLA's VerifyPassChangedReport: the printed module must agree with the pass's "changed"."""
+    if mode == "off":
+        return
+    differs = hash(before) != hash(after) or before != after
+    if differs and not changed:
+        raise HloError(f"pass {name} reported no change but changed the module (changed-flag check)")
+    if mode == "both" and changed and not differs:
+        raise HloError(f"pass {name} reported a change but the printed module is the same (changed-flag check)")
 
 
 def _verify_after(module: Module, culprit: str, original: Callable[[], Module] | None) -> None:

@@ -1,47 +1,110 @@
-"""The pass registry: names, registration numbers, C++ class names, descriptions.
+"""The pass registry: names, registration numbers, C++ class names, descriptions, options.
 
-Registration numbers are the binary's (Neuron hilo pass registry); they fix
-the run order. fold-constant-converts is hloopt's own and runs after them.
+Registration numbers are the binary's (Neuron hilo pass registry); they fix the
+run order. hloopt's own passes come after them. Rows are lazy: a pass module is
+imported only when its row is used, so listing the passes imports neither numpy
+nor anything a pass needs.
+
+A spec names passes separated by commas, each with an optional option block,
+``fold-constant-converts{numerics=neuron}``; option names and values are checked
+against the pass's dataclass fields.
 """
+
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import importlib
+import typing
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from hloopt.errors import HloError
-from hloopt.passes.base import HloPass
-from hloopt.passes.batchnorm_training_upcast import BatchNormTrainingUpcast
-from hloopt.passes.fold_constant_converts import FoldConstantConverts
-from hloopt.passes.neuron_int_matmul_downcast import NeuronIntMatmulDowncast
-from hloopt.passes.upcast_all_to_fp32 import UpcastAllToFP32
+
+if TYPE_CHECKING:  # importing base at run time would import the analysis layer for `hloopt passes`
+    from hloopt.passes.base import HloPass
 
 
 @dataclass(frozen=True)
 class PassInfo:
-    """One registry row; `make(numerics)` builds a fresh pass object."""
+    """One registry row; `create(options)` imports the pass module and builds a pass object."""
 
     name: str
     number: int
     class_name: str
     description: str
-    make: Callable[[str], HloPass]
+    #: The module under hloopt/passes/ that defines `class_name`.
+    module: str
     in_all: bool = True
+
+    def pass_class(self) -> type[HloPass]:
+        cls: type[HloPass] = getattr(importlib.import_module(f"hloopt.passes.{self.module}"), self.class_name)
+        return cls
+
+    def options(self) -> dict[str, Any]:
+        """Option name → its type, from the pass's dataclass fields."""
+        cls = self.pass_class()
+        hints = typing.get_type_hints(cls)
+        return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+    def create(self, options: dict[str, str] | None = None) -> HloPass:
+        """The pass with `options` (text values, as in a spec) checked and converted."""
+        known = self.options()
+        values: dict[str, object] = {}
+        for key, text in (options or {}).items():
+            field_name = key.replace("-", "_")
+            if field_name not in known:
+                listed = ", ".join(known) if known else "none"
+                raise HloError(f"pass {self.name} has no option {key!r}; its options: {listed}")
+            values[field_name] = _option_value(self.name, key, text, known[field_name])
+        return self.pass_class()(**values)
+
+
+def _option_value(pass_name: str, key: str, text: str, kind: Any) -> object:
+    """`text` as a value of the field type `kind` (a Literal of strings, bool, int or str)."""
+    choices = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
+    if choices is not None:
+        if text not in choices:
+            raise HloError(f"option {key} of {pass_name} must be one of {', '.join(map(str, choices))}, not {text!r}")
+        return text
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise HloError(f"option {key} of {pass_name} must be true or false, not {text!r}")
+        return text == "true"
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise HloError(f"option {key} of {pass_name} must be an integer, not {text!r}") from None
+    return text
 
 
 REGISTRY: tuple[PassInfo, ...] = (
-    PassInfo("batchnorm-training-upcast", 51, "BatchNormTrainingUpcast",
-             "BF16 batch-norm-training computed in F32, results narrowed back to BF16",
-             lambda numerics: BatchNormTrainingUpcast()),
-    PassInfo("upcast-all-to-fp32", 60, "UpcastAllToFP32",
-             "every F16/BF16/F64/FP8/FP4 value and constant becomes F32; integers stay",
-             lambda numerics: UpcastAllToFP32()),
-    PassInfo("neuron-int-matmul-downcast", 68, "NeuronIntMatmulDowncast",
-             "integer dot routed through an F32 dot between converts, stamped auto_cast=none",
-             lambda numerics: NeuronIntMatmulDowncast()),
-    PassInfo("fold-constant-converts", 1000, "FoldConstantConverts",
-             "convert(constant) folded into one constant with the cast engine (hloopt's own)",
-             lambda numerics: FoldConstantConverts(numerics), in_all=False),
-)
+    PassInfo(
+        "batchnorm-training-upcast", 51, "BatchNormTrainingUpcast",
+        "BF16 batch-norm-training computed in F32, results narrowed back to BF16",
+        "batchnorm_training_upcast",
+    ),
+    PassInfo(
+        "upcast-all-to-fp32", 60, "UpcastAllToFP32",
+        "every F16/BF16/F64/FP8/FP4 value and constant becomes F32; integers stay",
+        "upcast_all_to_fp32",
+    ),
+    PassInfo(
+        "neuron-int-matmul-downcast", 68, "NeuronIntMatmulDowncast",
+        "integer dot routed through an F32 dot between converts, stamped auto_cast=none",
+        "neuron_int_matmul_downcast",
+    ),
+    PassInfo(
+        "simplify-converts", 999, "SimplifyConverts",
+        "same-type converts and exact widen-then-narrow chains removed (hloopt's own)",
+        "simplify_converts", in_all=False,
+    ),
+    PassInfo(
+        "fold-constant-converts", 1000, "FoldConstantConverts",
+        "convert(constant) folded into one constant with the cast engine (hloopt's own)",
+        "fold_constant_converts", in_all=False,
+    ),
+)  # fmt: skip
 
 _BY_NAME: dict[str, PassInfo] = {p.name: p for p in REGISTRY} | {p.class_name.lower(): p for p in REGISTRY}
 
@@ -55,17 +118,94 @@ def lookup(name: str) -> PassInfo:
     return found
 
 
-def select(spec: str) -> tuple[list[PassInfo], list[PassInfo]]:
-    """``a,b`` or ``all`` → (as given, in registration order); duplicates are dropped."""
-    given: list[PassInfo] = []
-    for part in spec.split(","):
-        if not part.strip():
+def row_of(hlo_pass: HloPass) -> PassInfo | None:
+    """The registry row of a pass object's class; None for a pass the registry does not know."""
+    cls = type(hlo_pass)
+    for info in REGISTRY:
+        if info.class_name == cls.__name__ and cls.__module__ == f"hloopt.passes.{info.module}":
+            return info
+    return None
+
+
+@dataclass(frozen=True)
+class Selected:
+    """One pass named in a spec, with the options the spec gave it."""
+
+    info: PassInfo
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def number(self) -> int:
+        return self.info.number
+
+    def create(self, numerics: str | None = None) -> HloPass:
+        """The pass object; `numerics` fills a ``numerics`` option the spec left unset."""
+        options = dict(self.options)
+        if numerics is not None and "numerics" not in options and "numerics" in self.info.options():
+            options["numerics"] = numerics
+        return self.info.create(options)
+
+
+def select(spec: str) -> tuple[list[Selected], list[Selected]]:
+    """``a,b{k=v}`` or ``all`` → (as given, in registration order); duplicates are dropped.
+
+    Options are checked here, so a bad spec fails before any module is read.
+    """
+    given: list[Selected] = []
+    for part in _split(spec, ","):
+        name, options = _item(part)
+        if not name:
             continue
-        if part.strip().lower() == "all":
-            given += [p for p in REGISTRY if p.in_all]
+        if name.lower() == "all":
+            if options:
+                raise HloError(f"'all' takes no options, got {part.strip()!r}")
+            given += [Selected(p) for p in REGISTRY if p.in_all]
         else:
-            given.append(lookup(part))
+            selected = Selected(lookup(name), options)
+            if options:
+                selected.info.create(dict(options))
+            given.append(selected)
     given = list(dict.fromkeys(given))
+    names = [s.name for s in given]
+    for twice in {n for n in names if names.count(n) > 1}:
+        raise HloError(f"--passes names {twice} twice with different options")
     if not given:
         raise HloError("--passes names no pass; use 'all' or a comma-separated list (see 'hloopt passes')")
     return given, sorted(given, key=lambda p: p.number)
+
+
+def _split(text: str, separators: str) -> list[str]:
+    """`text` cut at `separators` outside ``{…}``."""
+    parts: list[str] = []
+    depth, start = 0, 0
+    for index, char in enumerate(text):
+        depth += (char == "{") - (char == "}")
+        if depth < 0:
+            raise HloError(f"unbalanced '}}' in --passes {text!r}")
+        if depth == 0 and char in separators:
+            parts.append(text[start:index])
+            start = index + 1
+    if depth:
+        raise HloError(f"unclosed '{{' in --passes {text!r}")
+    return [*parts, text[start:]]
+
+
+def _item(part: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``name{k=v k2=v2}`` (options separated by spaces or commas) → (name, options)."""
+    text = part.strip()
+    if "{" not in text:
+        return text, ()
+    name, _, block = text.partition("{")
+    if not block.endswith("}") or "{" in block:
+        raise HloError(f"expected name{{option=value …}} in --passes, got {text!r}")
+    options: dict[str, str] = {}
+    for entry in block[:-1].replace(",", " ").split():
+        key, eq, value = entry.partition("=")
+        if not eq or not key or not value:
+            raise HloError(f"expected option=value in {text!r}, got {entry!r}")
+        options[key] = value
+    return name.strip(), tuple(options.items())

@@ -8,31 +8,70 @@ types are part of an outside contract ("fixed" below) keep their types and get
 converts at the boundary instead, so the module stays valid; see
 docs/decisions.md.
 """
+
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
+from typing import cast as cast_type
 
 import numpy as np
 
+from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import cast
+from hloopt.ir.builder import Builder
 from hloopt.ir.literal import Literal, LiteralValue
 from hloopt.ir.module import Computation, Instruction, Module, ProgramLayout
 from hloopt.ir.shape import (
-    COMPLEX_TYPES, ArrayShape, Shape, TupleShape, fold_tree, leaf_shapes, literal_parts, map_leaves,
+    COMPLEX_TYPES,
+    ArrayShape,
+    Shape,
+    TupleShape,
+    fold_tree,
+    leaf_shapes,
+    literal_parts,
+    map_leaves,
 )
-from hloopt.passes.base import HloPass, PassResult, insert_after, known_shape, new_instruction
-from hloopt.analysis.shape_inference import ShapeResolver
+from hloopt.passes.base import HloPass, PassResult, known_shape
 
 #: PrimitiveType values (xla_data.proto, docs/hlo-text-grammar.md §7.1) of the element types.
 PRIMITIVE_TYPE_CODES: dict[str, int] = {
-    "pred": 1, "s8": 2, "s16": 3, "s32": 4, "s64": 5, "u8": 6, "u16": 7, "u32": 8, "u64": 9,
-    "f16": 10, "f32": 11, "f64": 12, "c64": 15, "bf16": 16, "token": 17, "c128": 18,
-    "f8e5m2": 19, "f8e4m3fn": 20, "s4": 21, "u4": 22, "f8e4m3b11fnuz": 23, "f8e5m2fnuz": 24,
-    "f8e4m3fnuz": 25, "s2": 26, "u2": 27, "f8e4m3": 28, "f8e3m4": 29, "s1": 30, "u1": 31,
-    "f4e2m1fn": 32, "f8e8m0fnu": 33, "f6e3m2fn": 35, "f6e2m3fn": 36,
+    "pred": 1,
+    "s8": 2,
+    "s16": 3,
+    "s32": 4,
+    "s64": 5,
+    "u8": 6,
+    "u16": 7,
+    "u32": 8,
+    "u64": 9,
+    "f16": 10,
+    "f32": 11,
+    "f64": 12,
+    "c64": 15,
+    "bf16": 16,
+    "token": 17,
+    "c128": 18,
+    "f8e5m2": 19,
+    "f8e4m3fn": 20,
+    "s4": 21,
+    "u4": 22,
+    "f8e4m3b11fnuz": 23,
+    "f8e5m2fnuz": 24,
+    "f8e4m3fnuz": 25,
+    "s2": 26,
+    "u2": 27,
+    "f8e4m3": 28,
+    "f8e3m4": 29,
+    "s1": 30,
+    "u1": 31,
+    "f4e2m1fn": 32,
+    "f8e8m0fnu": 33,
+    "f6e3m2fn": 35,
+    "f6e2m3fn": 36,
 }
 #: CSWTCH_446 @ VA 0x410830, indexed by code − 0x13 (the 16th byte is outside the range check).
 CSWTCH_446 = bytes.fromhex("01010000010101000001010000000100")
@@ -53,8 +92,19 @@ UPCAST_TYPES: frozenset[str] = frozenset(name for name, code in PRIMITIVE_TYPE_C
 
 #: Opcodes whose element types are an outside contract: kept, with converts around them.
 BOUNDARY_OPCODES = frozenset(
-    {"custom-call", "bitcast-convert", "stochastic-convert", "infeed", "outfeed", "send", "recv",
-     "fft", "complex", "real", "imag"}
+    {
+        "custom-call",
+        "bitcast-convert",
+        "stochastic-convert",
+        "infeed",
+        "outfeed",
+        "send",
+        "recv",
+        "fft",
+        "complex",
+        "real",
+        "imag",
+    }
 )
 #: Opcodes whose result is a piece of their first operand's: fixed when that operand is.
 _STRUCTURAL = frozenset({"get-tuple-element", "send-done", "recv-done"})
@@ -101,9 +151,13 @@ def is_boundary(instruction: Instruction, shapes: ShapeResolver) -> bool:
 class _Plan:
     """What one computation needs: retyped instructions and converts at fixed boundaries."""
 
-    retype: list[Instruction] = field(default_factory=list)
-    narrow: list[tuple[Instruction, Instruction]] = field(default_factory=list)  # (fixed user, operand)
-    widen: list[tuple[Instruction | None, Instruction]] = field(default_factory=list)  # (user or None=root, fixed)
+    retype: list[Instruction] = field(default_factory=list[Instruction])
+    narrow: list[tuple[Instruction, Instruction]] = field(
+        default_factory=list[tuple[Instruction, Instruction]]
+    )  # (fixed user, operand)
+    widen: list[tuple[Instruction | None, Instruction]] = field(
+        default_factory=list[tuple[Instruction | None, Instruction]]
+    )  # (user or None=root, fixed)
 
     def instructions(self) -> list[Instruction]:
         return self.retype + [user for user, _ in self.narrow] + [fixed for _, fixed in self.widen]
@@ -140,7 +194,9 @@ def plan_computation(computation: Computation, shapes: ShapeResolver) -> _Plan:
                 if operand not in fixed and has_upcast_type(shapes(operand)):
                     plan.narrow.append((instruction, operand))
             continue
-        if has_upcast_type(instruction.shape) or (instruction.literal is not None and has_upcast_type(instruction.literal.shape)):
+        if has_upcast_type(instruction.shape) or (
+            instruction.literal is not None and has_upcast_type(instruction.literal.shape)
+        ):
             plan.retype.append(instruction)
         if instruction.opcode in _ANY_INPUT:
             continue
@@ -153,6 +209,7 @@ def plan_computation(computation: Computation, shapes: ShapeResolver) -> _Plan:
     return plan
 
 
+@dataclass(frozen=True)
 class UpcastAllToFP32(HloPass):
     """Every F16/BF16/F64/FP8/FP4 value and constant → F32, in every computation; the entry layout follows."""
 
@@ -160,30 +217,30 @@ class UpcastAllToFP32(HloPass):
 
     def matches(self, module: Module) -> list[Instruction]:
         shapes = ShapeResolver(module)
-        found = [i for c in module.computations for i in plan_computation(c, shapes).instructions()]
-        return found
+        return [i for c in module.computations for i in plan_computation(c, shapes).instructions()]
 
-    def run_on_module(self, module: Module, result: PassResult) -> None:
+    def run_on_module(self, module: Module) -> PassResult:
         shapes = ShapeResolver(module)
         plans = [(c, plan_computation(c, shapes)) for c in module.computations]
         # Shapes as they were, for every operand a boundary convert must restore.
         original = {operand: known_shape(shapes, operand) for _, plan in plans for _, operand in plan.narrow}
         original |= {f: known_shape(shapes, f) for _, plan in plans for _, f in plan.widen}
+        rewritten = 0
         for computation, plan in plans:
             for instruction in plan.retype:
                 _retype(instruction)
-            _narrow(module, computation, plan, original)
-            _widen(module, computation, plan, original)
-            rewritten = len(set(plan.instructions()))
-            result.rewritten += rewritten
-            if rewritten:
-                result.touched.append(computation)
+            _narrow(plan, original)
+            _widen(computation, plan, original)
+            rewritten += len(set(plan.instructions()))
+        changed = rewritten > 0
         layout = module.entry_layout
         if layout is not None:
             upcast = ProgramLayout(tuple(upcast_shape(p) for p in layout.parameters), upcast_shape(layout.result))
             if upcast != layout:
                 module.entry_layout = upcast
-                result.rewritten = max(result.rewritten, 1)  # a signature-only change still counts
+                changed = True
+                rewritten = max(rewritten, 1)  # the entry signature counts as one rewrite when nothing else changed
+        return PassResult(changed, rewritten)
 
 
 def _retype(instruction: Instruction) -> None:
@@ -192,17 +249,18 @@ def _retype(instruction: Instruction) -> None:
     if literal is not None:
         new_shape = upcast_shape(literal.shape)
         if literal.is_elided:
-            instruction.literal = Literal(new_shape, text=literal.text)
+            instruction.set_literal(Literal(new_shape, text=literal.text))
         else:
-            instruction.literal = Literal.from_value(new_shape, _upcast_value(literal.value, literal.shape))
+            instruction.set_literal(Literal.from_value(new_shape, _upcast_value(literal.value, literal.shape)))
     if instruction.shape is not None:
-        instruction.shape = upcast_shape(instruction.shape)
+        instruction.set_shape(upcast_shape(instruction.shape))
 
 
 def _upcast_value(value: LiteralValue, shape: Shape) -> LiteralValue:
-    def leaf(item: tuple[LiteralValue, Shape]) -> LiteralValue:
-        array, array_shape = item
-        assert isinstance(array, np.ndarray) and isinstance(array_shape, ArrayShape)
+    def leaf(item: tuple[object, Shape]) -> LiteralValue:
+        value, array_shape = item
+        assert isinstance(value, np.ndarray) and isinstance(array_shape, ArrayShape)
+        array = cast_type("np.ndarray[Any, Any]", value)  # an array shape's value is an array
         if array_shape.element_type not in UPCAST_TYPES:
             return array
         # reshape: the engine hands 0-d input back as shape (1,) (reported to its owner).
@@ -211,18 +269,16 @@ def _upcast_value(value: LiteralValue, shape: Shape) -> LiteralValue:
     return fold_tree((value, shape), literal_parts, leaf, lambda _, values: tuple(values))
 
 
-def _convert_chain(module: Module, value: Instruction, source: Shape, target: Shape) -> list[Instruction]:
-    """Instructions turning `value` (of shape `source`) into `target`; the last one is the result.
+def _convert_chain(builder: Builder, value: Instruction, source: Shape, target: Shape) -> Instruction:
+    """Make the instructions turning `value` (of shape `source`) into `target`; the last one is the result.
 
     Tuples are taken apart element by element (get-tuple-element, convert, tuple) at any depth;
     an element whose shape already matches passes through as its get-tuple-element.
     """
-    created: list[Instruction] = []
     root = (value, source, target)
 
     def take(part: Instruction, index: int, s: Shape, t: Shape) -> tuple[Instruction, Shape, Shape]:
-        created.append(new_instruction(module, "get-tuple-element", s, [part], {"index": str(index)}))
-        return created[-1], s, t
+        return builder.get_tuple_element(part, index, s), s, t
 
     def elements(item: tuple[Instruction, Shape, Shape]) -> Iterator[tuple[Instruction, Shape, Shape]] | None:
         part, s, t = item
@@ -232,39 +288,33 @@ def _convert_chain(module: Module, value: Instruction, source: Shape, target: Sh
 
     def leaf(item: tuple[Instruction, Shape, Shape]) -> Instruction:
         part, s, t = item
-        if s != t or item is root:
-            created.append(new_instruction(module, "convert", t, [part]))
-            return created[-1]
-        return part
+        return builder.convert(part, t) if s != t or item is root else part
 
     def node(item: tuple[Instruction, Shape, Shape], parts: list[Instruction]) -> Instruction:
-        created.append(new_instruction(module, "tuple", item[2], parts))
-        return created[-1]
+        return builder.tuple(parts, item[2])
 
     fold_tree(root, elements, leaf, node)
-    return created
+    return builder.created[-1]
 
 
-def _narrow(module: Module, computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> None:
+def _narrow(plan: _Plan, original: dict[Instruction, Shape]) -> None:
     """Before each fixed instruction, convert F32 operands back to the types it was written with."""
     made: dict[Instruction, Instruction] = {}
     for user, operand in plan.narrow:
         if operand not in made:
-            chain = _convert_chain(module, operand, upcast_shape(original[operand]), original[operand])
-            computation.insert_all_before(user, chain)
-            made[operand] = chain[-1]
+            made[operand] = _convert_chain(
+                Builder.before(user), operand, upcast_shape(original[operand]), original[operand]
+            )
         user.replace_operand(operand, made[operand])
 
 
-def _widen(module: Module, computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> None:
+def _widen(computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> None:
     """After each fixed instruction, convert its result up to F32 for the upcast instructions using it."""
     made: dict[Instruction, Instruction] = {}
     for user, fixed in plan.widen:
         if fixed not in made:
-            chain = _convert_chain(module, fixed, original[fixed], upcast_shape(original[fixed]))
-            insert_after(computation, fixed, chain)
-            made[fixed] = chain[-1]
+            made[fixed] = _convert_chain(Builder.after(fixed), fixed, original[fixed], upcast_shape(original[fixed]))
         if user is None:
-            computation.root = made[fixed]
+            computation.set_root(made[fixed])
         else:
             user.replace_operand(fixed, made[fixed])

@@ -1,31 +1,36 @@
 """The passes over the whole shared corpus: no crash, idempotent, gates cleared, XLA accepts.
 
 One module-scoped sweep runs every configuration on every file in-process and
-keeps the outputs; XLA then judges the outputs in subprocess batches (some
-inputs crash jaxlib). Needs ../shared (skips without it unless
+keeps the outputs; XLA then judges the outputs in the bridge's crash-isolating
+workers (some inputs crash jaxlib). Needs ../shared (skips without it unless
 HLOOPT_REQUIRE_SHARED=1).
 """
+
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import xla_helper
+from pass_testing import run_passes
 
-from hloopt.errors import HloError
-from hloopt.text.parser import parse
-from hloopt.passes.pipeline import run_pipeline
-from hloopt.passes.registry import select
 from hloopt.analysis.verifier import verify
+from hloopt.errors import HloError
+from hloopt.passes.registry import select
+from hloopt.text.parser import parse
+from hloopt.xla.bridge import XlaCrash, isolated_map
 
 pytestmark = pytest.mark.corpus
-CONFIGS = ("batchnorm-training-upcast", "upcast-all-to-fp32", "neuron-int-matmul-downcast",
-           "fold-constant-converts", "all,fold-constant-converts")
+CONFIGS = (
+    "batchnorm-training-upcast",
+    "upcast-all-to-fp32",
+    "neuron-int-matmul-downcast",
+    "fold-constant-converts",
+    "all,fold-constant-converts",
+)
 HERE = Path(__file__).resolve().parent
 
 
@@ -70,18 +75,18 @@ def sweep(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Sweep:
             verify(parsed)
         except HloError as err:
             result.crashes += [] if str(err) else [f"verify {path.name}: empty error"]
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             result.crashes.append(f"verify {path.name}: {err!r}")
         for config in CONFIGS:
             where = f"{config} {path.name}"
             module = parse(text, str(path))
             try:
-                report = run_pipeline(module, config)
+                report = run_passes(module, config)
             except HloError as err:  # a clear refusal is allowed, a crash is not
                 result.refused[config] += 1
                 result.crashes += [] if str(err) else [where + ": empty error"]
                 continue
-            except Exception as err:  # noqa: BLE001 - any other exception is a crash
+            except Exception as err:
                 result.crashes.append(f"{where}: {err!r}")
                 continue
             out = module.to_text()
@@ -91,10 +96,10 @@ def sweep(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Sweep:
                 continue
             result.changed[config] += 1
             again = parse(out, str(path))
-            run_pipeline(again, config, check=False)
+            run_passes(again, config, check=False)
             if again.to_text() != out:
                 result.not_idempotent.append(where)
-            left = [i.name for info in select(config)[1] for i in info.make("xla").matches(parse(out, str(path)))]
+            left = [i.name for info in select(config)[1] for i in info.create("xla").matches(parse(out, str(path)))]
             if left:
                 result.gate_left.append(f"{where}: {left[:3]}")
             if path.relative_to(corpus_dir).as_posix() in accepted:
@@ -122,37 +127,23 @@ def test_untouched_modules_are_the_plain_round_trip(sweep: Sweep) -> None:
     assert not sweep.unchanged_differs, sweep.unchanged_differs[:10]
 
 
-def test_xla_accepts_outputs(sweep: Sweep) -> None:
+def test_xla_accepts_outputs(sweep: Sweep, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every changed output of an input XLA accepts is accepted too (parse + StableHLO conversion)."""
-    paths = [str(out) for _, _, out in sweep.outputs]
-    results: dict[str, dict] = {}
-    batch = 200
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    chunks = [paths[i : i + batch] for i in range(0, len(paths), batch)]
-    procs = []
-    for chunk in chunks:  # two at a time: the machine has two cores
-        procs.append((chunk, subprocess.Popen(
-            [sys.executable, str(HERE / "corpus_worker.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, cwd=HERE, env=env)))
-        procs[-1][1].stdin.write("\n".join(chunk))  # type: ignore[union-attr]
-        procs[-1][1].stdin.close()  # type: ignore[union-attr]
-        if len(procs) >= 2:
-            _collect(procs.pop(0), results)
-    while procs:
-        _collect(procs.pop(0), results)
-    per_config = Counter(config for config, _, out in sweep.outputs if results.get(str(out), {}).get("ok"))
-    print(f"\ncorpus: changed {dict(sweep.changed)}; XLA-accepted outputs {dict(per_config)}; "
-          f"refused {dict(sweep.refused)}")
-    rejected = [f"{p}: {r['error']}" for p, r in results.items() if not r["ok"]]
-    missing = [p for p in paths if p not in results]  # the worker died on it (jaxlib crash)
+    # The workers unpickle xla_helper.to_stablehlo by name, so they need this folder on their path.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    texts = [(out.read_text(),) for _, _, out in sweep.outputs]
+    results = isolated_map(xla_helper.to_stablehlo, texts, workers=2)
+    by_output = {str(out): result for (_, _, out), result in zip(sweep.outputs, results)}
+    accepted = Counter(config for config, _, out in sweep.outputs if not isinstance(by_output[str(out)], HloError))
+    print(
+        f"\ncorpus: changed {dict(sweep.changed)}; XLA-accepted outputs {dict(accepted)}; refused {dict(sweep.refused)}"
+    )
+    crashed = [path for path, result in by_output.items() if isinstance(result, XlaCrash)]
+    rejected = [
+        f"{path}: {result}"
+        for path, result in by_output.items()
+        if isinstance(result, HloError) and not isinstance(result, XlaCrash)
+    ]
     assert not rejected, rejected[:10]
-    assert len(missing) <= 5, missing[:10]
-
-
-def _collect(item: tuple[list[str], subprocess.Popen], results: dict[str, dict]) -> None:
-    chunk, proc = item
-    stdout = proc.stdout.read()  # type: ignore[union-attr]
-    proc.wait()
-    for line in stdout.splitlines():
-        row = json.loads(line)
-        results[row["path"]] = row
+    assert len(crashed) <= 5, crashed[:10]

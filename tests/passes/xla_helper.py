@@ -3,6 +3,7 @@
 `to_stablehlo` is kept here: the corpus worker uses it as the "XLA accepts" test
 (parse + conversion, which runs the shape checks the parser skips) without compiling.
 """
+
 from __future__ import annotations
 
 import numpy as np

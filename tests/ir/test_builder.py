@@ -1,0 +1,39 @@
+"""The builder: names from the module's uniquer, insertion in creation order before or after an anchor."""
+
+from __future__ import annotations
+
+from hloopt.ir.builder import Builder
+from hloopt.ir.shape import ArrayShape, TupleShape
+from hloopt.text.parser import parse
+
+TEXT = """HloModule m
+
+ENTRY main {
+  convert = f32[2]{0} parameter(0)
+  ROOT r = f32[2]{0} negate(convert)
+}
+"""
+F32 = ArrayShape("f32", (2,))
+BF16 = ArrayShape("bf16", (2,))
+
+
+def test_before_inserts_in_creation_order_with_unique_names() -> None:
+    module = parse(TEXT)
+    entry = module.entry
+    root = entry.root
+    assert root is not None
+    builder = Builder.before(root)
+    narrow = builder.convert(entry.parameters()[0], BF16)
+    pair = builder.tuple([narrow, narrow], TupleShape((BF16, BF16)))
+    first = builder.get_tuple_element(pair, 0, BF16)
+    assert [i.name for i in entry.instructions] == ["convert", "convert.1", "tuple", "get-tuple-element", "r"]
+    assert builder.created == [narrow, pair, first] and first.attributes == {"index": "0"}
+
+
+def test_after_inserts_right_after_the_anchor() -> None:
+    module = parse(TEXT)
+    entry = module.entry
+    builder = Builder.after(entry.parameters()[0])
+    wide = builder.convert(entry.parameters()[0], BF16)
+    builder.add("negate", BF16, [wide])
+    assert [i.name for i in entry.instructions] == ["convert", "convert.1", "negate", "r"]

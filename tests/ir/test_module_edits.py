@@ -1,0 +1,58 @@
+"""Graph edits in the IR: XLA's ReplaceInstruction, insertion, the two named orders, the edit count."""
+
+from __future__ import annotations
+
+from hloopt.ir.builder import Builder
+from hloopt.ir.module import InstructionList
+from hloopt.text.parser import parse
+
+TEXT = """HloModule m
+
+ENTRY main {
+  p = f32[2]{0} parameter(0)
+  q = f32[2]{0} parameter(1)
+  c = f32[2]{0} constant({1, 2})
+  a = f32[2]{0} add(p, c), sharding={replicated}, metadata={op_name="a"}
+  n = f32[2]{0} negate(a), control-predecessors={q}
+  ROOT r = f32[2]{0} multiply(n, q)
+}
+"""
+
+
+def test_replace_instruction_carries_what_xla_carries() -> None:
+    module = parse(TEXT)
+    entry = module.entry
+    a = next(i for i in entry.instructions if i.name == "a")
+    n = next(i for i in entry.instructions if i.name == "n")
+    new = Builder.before(n).add("subtract", n.shape, a.operands)  # type: ignore[arg-type]
+    entry.replace_instruction(a, new)
+    assert list(new.attributes) == ["sharding", "metadata"]
+    assert n.operands == [new] and "c" in [i.name for i in entry.instructions]
+    copy = Builder.before(n).add("copy", n.shape, [new], {"metadata": '{op_name="mine"}'})  # type: ignore[arg-type]
+    entry.replace_instruction(n, copy)
+    assert copy.attributes["metadata"] == '{op_name="mine"}'  # its own metadata wins
+    preds = copy.attributes["control-predecessors"]
+    assert isinstance(preds, InstructionList) and [i.name for i in preds.instructions] == ["q"]
+
+
+def test_replace_instruction_removes_operands_left_unused() -> None:
+    module = parse(TEXT)
+    entry = module.entry
+    a = next(i for i in entry.instructions if i.name == "a")
+    p = entry.parameters()[0]
+    entry.replace_instruction(a, p)
+    assert "c" not in [i.name for i in entry.instructions]  # the constant only fed `a`
+    assert p.attributes["metadata"] == '{op_name="a"}'
+
+
+def test_edits_are_counted_and_print_order_is_xlas() -> None:
+    module = parse(TEXT)
+    entry = module.entry
+    before = entry.edits
+    root = entry.root
+    assert root is not None
+    Builder.after(entry.parameters()[0]).convert(entry.parameters()[0], root.shape)  # type: ignore[arg-type]
+    assert entry.edits > before
+    order = [i.name for i in entry.print_order()]
+    assert order.index("q") < order.index("n")  # control predecessors first
+    assert [i.name for i in entry.post_order()][-1] == "r"

@@ -1,0 +1,132 @@
+"""The pass protocol: results are returned, options come from specs, pass objects run in the pipeline,
+the changed-flag check catches a pass that lies, and a bad attribute map is a clear error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pass_testing import dedent_hlo, run_passes
+
+from hloopt.cli.main import main
+from hloopt.errors import HloError
+from hloopt.ir.module import Instruction, Module
+from hloopt.passes.base import HloPass, PassResult
+from hloopt.passes.fold_constant_converts import FoldConstantConverts
+from hloopt.passes.pipeline import run_pipeline
+from hloopt.passes.registry import lookup, select
+from hloopt.text.parser import parse
+
+INT_DOT = dedent_hlo("""
+    HloModule int_dot
+
+    ENTRY main {
+      a = s8[2,2]{1,0} parameter(0)
+      ROOT d = s32[2,2]{1,0} dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    }
+""")
+CHAIN = dedent_hlo("""
+    HloModule chain
+
+    ENTRY main {
+      c = f32[2]{0} constant({1000, 0.5})
+      ROOT h = f8e4m3fn[2]{0} convert(c)
+    }
+""")
+
+
+def test_run_returns_the_result_and_keeps_no_state() -> None:
+    hlo_pass = lookup("neuron-int-matmul-downcast").create()
+    result = hlo_pass.run(parse(INT_DOT))
+    assert result == PassResult(True, 1, ())
+    assert hlo_pass.run(parse(INT_DOT)) == result
+    assert not hasattr(hlo_pass, "last")
+
+
+def test_options_in_the_spec() -> None:
+    (selected,), _ = select("fold-constant-converts{numerics=neuron}")
+    assert selected.create() == FoldConstantConverts(numerics="neuron")
+    assert selected.create(numerics="xla") == FoldConstantConverts(numerics="neuron")  # the spec wins
+    assert select("fold-constant-converts")[0][0].create(numerics="neuron") == FoldConstantConverts("neuron")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("fold-constant-converts{numeric=neuron}", "has no option 'numeric'; its options: numerics"),
+        ("fold-constant-converts{numerics=fast}", "must be one of xla, neuron, not 'fast'"),
+        ("upcast-all-to-fp32{x=1}", "has no option 'x'; its options: none"),
+        ("fold-constant-converts{numerics=neuron", "unclosed '{'"),
+        ("fold-constant-converts{numerics}", "expected option=value"),
+        ("all{x=1}", "'all' takes no options"),
+        ("fold-constant-converts,fold-constant-converts{numerics=neuron}", "twice with different options"),
+    ],
+)
+def test_bad_options_are_clear_errors(spec: str, message: str) -> None:
+    with pytest.raises(HloError, match=message.replace("{", r"\{").replace("(", r"\(")):
+        select(spec)
+
+
+def test_numerics_reaches_the_spec_and_the_argument_alike() -> None:
+    by_spec, by_argument = parse(CHAIN), parse(CHAIN)
+    run_passes(by_spec, "fold-constant-converts{numerics=neuron}")
+    run_passes(by_argument, "fold-constant-converts", numerics="neuron")
+    assert by_spec.to_text() == by_argument.to_text()
+    assert "constant({448, 0.5})" in by_spec.to_text()
+
+
+@dataclass(frozen=True)
+class _NegateRoot(HloPass):
+    """A notebook pass: wraps the entry root in a negate."""
+
+    name = "negate-root"
+    report_change: bool = True
+
+    def run_on_module(self, module: Module) -> PassResult:
+        from hloopt.ir.builder import Builder
+
+        root = module.entry.root
+        assert root is not None and root.shape is not None
+        negate = Builder.after(root).add("negate", root.shape, [root])
+        module.entry.set_root(negate)
+        return PassResult(self.report_change, 1)
+
+    def matches(self, module: Module) -> list[Instruction]:
+        return []
+
+
+def test_pass_objects_run_in_the_pipeline_after_what_was_named_before_them(tmp_path: Path) -> None:
+    module = parse(CHAIN)
+    report = run_pipeline(module, ["fold-constant-converts", _NegateRoot()], dump_dir=tmp_path)
+    assert [p.name for p in report.passes] == ["fold-constant-converts", "negate-root"]
+    assert "ROOT %negate = f8e4m3fn[2]{0} negate(%constant)" in module.to_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "00-input.hlo",
+        "01-after-fold-constant-converts.hlo",
+        "02-after-negate-root.hlo",
+    ]
+    first = run_pipeline(parse(CHAIN), [_NegateRoot(), "fold-constant-converts"])
+    assert [p.name for p in first.passes] == ["negate-root", "fold-constant-converts"]
+
+
+def test_the_changed_flag_check_fails_a_pass_that_hides_a_change() -> None:
+    with pytest.raises(HloError, match="negate-root reported no change but changed the module"):
+        run_passes(parse(CHAIN), [_NegateRoot(report_change=False)])
+    run_pipeline(parse(CHAIN), [_NegateRoot(report_change=False)])  # off by default: no printing to compare
+
+
+def test_the_changed_flag_check_is_on_when_dumping(tmp_path: Path) -> None:
+    with pytest.raises(HloError, match="reported no change"):
+        run_pipeline(parse(CHAIN), [_NegateRoot(report_change=False)], dump_dir=tmp_path)
+
+
+def test_unreadable_metadata_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    """Backstop: the parser should refuse ``metadata={oops}`` with a location (as XLA does)."""
+    source = tmp_path / "oops.hlo"
+    source.write_text(INT_DOT.replace("rhs_contracting_dims={0}", "rhs_contracting_dims={0}, metadata={oops}"))
+    result = CliRunner().invoke(main, ["run", str(source), "--passes", "all"])
+    assert result.exit_code == 2, result.output
+    assert "hloopt: error:" in result.output and "Traceback" not in result.output
+    assert "%d: cannot read its metadata or frontend attributes: expects attribute name" in result.output
