@@ -1,4 +1,5 @@
 """``python -m hloopt`` is the ``hloopt`` command."""
+
 from hloopt.cli.main import main
 
 main()

@@ -41,7 +41,7 @@ def read_input(path: Path, src: DType | None) -> tuple[np.ndarray | bytes, DType
     return np.ascontiguousarray(array), src
 
 
-def write_output(path: Path, result: np.ndarray | bytes, dst: DType) -> None:
+def write_output(path: Path, result: np.ndarray | bytes | bytearray | memoryview, dst: DType) -> None:
     """Write .npy for a .npy path and raw bytes otherwise, atomically.
 
     The data goes to a temporary file in the destination directory, which is

@@ -33,14 +33,29 @@ def _dtype(spec: str | None, profile: str) -> DType | None:
 @click.argument("input_path", metavar="IN", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--from", "src", metavar="DT", help="Source dtype name or BIR ordinal (required for raw input).")
 @click.option("--to", "dst", metavar="DT", required=True, help="Destination dtype name or BIR ordinal.")
-@click.option("--profile", type=click.Choice(PROFILES), default=NEURON, show_default=True,
-              help="neuron: the device's CastToNewDType; xla: XLA convert semantics.")
+@click.option(
+    "--profile",
+    type=click.Choice(PROFILES),
+    default=NEURON,
+    show_default=True,
+    help="neuron: the device's CastToNewDType; xla: XLA convert semantics.",
+)
 @click.option("--no-saturate", is_flag=True, help="FP8 overflow gives Inf/NaN instead of max-finite (neuron).")
-@click.option("--nan-suppress", is_flag=True, help="FP8 NaN (and e4m3fn unsaturated overflow) gives signed zero (neuron).")
-@click.option("-o", "--output", "output_path", metavar="OUT", required=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="Output file (.npy, or raw bytes otherwise).")
-def cast_command(input_path: Path, src: str | None, dst: str, profile: str, no_saturate: bool,
-                 nan_suppress: bool, output_path: Path) -> None:
+@click.option(
+    "--nan-suppress", is_flag=True, help="FP8 NaN (and e4m3fn unsaturated overflow) gives signed zero (neuron)."
+)
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    metavar="OUT",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output file (.npy, or raw bytes otherwise).",
+)
+def cast_command(
+    input_path: Path, src: str | None, dst: str, profile: str, no_saturate: bool, nan_suppress: bool, output_path: Path
+) -> None:
     """Convert the elements of IN from one dtype to another and write OUT."""
     try:
         if profile == XLA and (no_saturate or nan_suppress):

@@ -3,6 +3,7 @@
 XLA runs in a worker process (`hloopt.xla.bridge.isolated_call`), so an input
 that crashes jaxlib is an error message and exit code 2, not a dead shell.
 """
+
 from __future__ import annotations
 
 import sys
@@ -12,6 +13,9 @@ import click
 import numpy as np
 
 from hloopt.cli.main import reports_errors
+from hloopt.ir.shape import ArrayShape
+from hloopt.support.fileio import read_text
+from hloopt.xla.bridge import isolated_call
 from hloopt.xla.execution import (
     DEFAULT_ATOL,
     DEFAULT_MAX_BYTES,
@@ -21,17 +25,18 @@ from hloopt.xla.execution import (
     save_arrays,
     verify_numerics,
 )
-from hloopt.support.fileio import read_text
-from hloopt.ir.shape import ArrayShape
-from hloopt.xla.bridge import isolated_call
 
 _inputs_option = click.option(
-    "--inputs", "inputs_path", metavar="IN.npz",
+    "--inputs",
+    "inputs_path",
+    metavar="IN.npz",
     help="Inputs (one array per parameter, tuple parameters flattened) instead of random ones.",
 )
 _seed_option = click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 _max_bytes_option = click.option(
-    "--max-bytes", default=DEFAULT_MAX_BYTES, show_default=True,
+    "--max-bytes",
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
     help="Refuse modules whose inputs and outputs need more memory than this.",
 )
 
@@ -45,8 +50,12 @@ _max_bytes_option = click.option(
 @_max_bytes_option
 @reports_errors
 def exec_command(
-    module_path: str, inputs_path: str | None, seed: int, save_inputs_path: str | None,
-    output_path: str | None, max_bytes: int,
+    module_path: str,
+    inputs_path: str | None,
+    seed: int,
+    save_inputs_path: str | None,
+    output_path: str | None,
+    max_bytes: int,
 ) -> None:
     """Run MODULE.hlo once on the CPU and summarise each output (tuples flattened)."""
     text = read_text(module_path)
@@ -87,14 +96,21 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 @_max_bytes_option
 @reports_errors
 def compare_command(
-    a_path: str, b_path: str, inputs_path: str | None, seed: int, rtol: float, atol: float,
-    as_json: bool, max_bytes: int,
+    a_path: str,
+    b_path: str,
+    inputs_path: str | None,
+    seed: int,
+    rtol: float,
+    atol: float,
+    as_json: bool,
+    max_bytes: int,
 ) -> None:
     """Run A.hlo and B.hlo on the same inputs and compare outputs: exit 0 all within
     tolerance, 1 any over, 2 on an error. An element passes when |b-a| <= atol + rtol*|a|."""
     texts = read_text(a_path), read_text(b_path)
     inputs = None if inputs_path is None else load_arrays(inputs_path)
-    report = verify_numerics(*texts, rtol=rtol, atol=atol, seed=seed, inputs=inputs, labels=(a_path, b_path),
-                             max_bytes=max_bytes)
+    report = verify_numerics(
+        *texts, rtol=rtol, atol=atol, seed=seed, inputs=inputs, labels=(a_path, b_path), max_bytes=max_bytes
+    )
     click.echo(report.to_json() if as_json else report.render())
     sys.exit(0 if report.ok else 1)

@@ -1,4 +1,5 @@
 """Reading inputs and writing outputs safely: clear errors, atomic writes."""
+
 from __future__ import annotations
 
 import os
@@ -35,6 +36,10 @@ def read_text(path: str) -> str:
         raise parse_error_at(text, len(prefix), name, "invalid UTF-8 in input") from None
 
 
+#: The temporary files of this process's writes still under way (see `discard_partial_writes`).
+_writing: set[str] = set()
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
     target = Path(path)
@@ -46,6 +51,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         raise HloError(f"{target}: directory {directory} does not exist") from None
     except PermissionError:
         raise HloError(f"{target}: permission denied") from None
+    _writing.add(temp)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
@@ -63,6 +69,18 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         if isinstance(err, PermissionError):
             raise HloError(f"{target}: permission denied") from None
         raise
+    finally:
+        _writing.discard(temp)
+
+
+def discard_partial_writes() -> None:
+    """Remove the temporary files of writes still under way: for a process that is being killed.
+
+    A batch worker that is terminated mid-write (the pool ends every worker when one
+    dies) runs no `finally`; its SIGTERM handler calls this so no temporary file is left.
+    """
+    for temp in list(_writing):
+        Path(temp).unlink(missing_ok=True)
 
 
 def _umask() -> int:

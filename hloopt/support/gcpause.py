@@ -6,6 +6,7 @@ the live young objects each time, which costs a fifth of a 100k-instruction
 parse and finds nothing to free. Reference counting still frees everything
 as usual; only cycles wait until the collector runs again afterwards.
 """
+
 from __future__ import annotations
 
 import gc

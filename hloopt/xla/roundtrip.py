@@ -5,6 +5,7 @@ equal XLA's canonical print of the input, and hloopt must reproduce XLA's
 canonical text byte for byte. Used by the corpus tests; callable by users who
 want to know whether their own modules survive hloopt unchanged.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """``hloopt run DIR``: real directories, real subprocesses, real files."""
+
 from __future__ import annotations
 
 import json
@@ -8,18 +9,31 @@ import sys
 from pathlib import Path
 
 import pytest
+from hlo_text import hlo
 
 from hloopt import parse
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-PLAIN = "HloModule plain\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
-BAD = "HloModule m\nENTRY e {\n  ROOT b = f32[] add(x, y)\n}\n"
+PLAIN = hlo("""
+    HloModule plain
+    ENTRY e {
+      ROOT p = f32[2] parameter(0)
+    }
+    """)
+BAD = hlo("""
+    HloModule m
+    ENTRY e {
+      ROOT b = f32[] add(x, y)
+    }
+    """)
 not_root = pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
 
 
 def hloopt(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hloopt", *map(str, args)], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "hloopt", *map(str, args)], check=False, capture_output=True, text=True, timeout=300
+    )
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -124,7 +138,10 @@ def test_dump_dir_per_module(tree: Path, tmp_path: Path) -> None:
     result = hloopt("run", tree, "--passes", "all", "-o", tmp_path / "out", "--dump-dir", dump)
     assert result.returncode == 1
     assert sorted(p.name for p in (dump / "deep" / "er" / "bn.hlo").iterdir()) == [
-        "00-input.hlo", "01-after-batchnorm-training-upcast.hlo", "02-after-upcast-all-to-fp32.hlo"]
+        "00-input.hlo",
+        "01-after-batchnorm-training-upcast.hlo",
+        "02-after-upcast-all-to-fp32.hlo",
+    ]
     assert [p.name for p in (dump / "deep" / "plain.hlo").iterdir()] == ["00-input.hlo"]
     assert not (dump / "deep" / "er" / "bad.hlo").exists()
 
@@ -133,8 +150,12 @@ def test_diff_mode_prints_every_changed_module(tree: Path) -> None:
     result = hloopt("run", tree, "--passes", "all", "--diff")
     assert result.returncode == 1
     headers = [line for line in result.stdout.splitlines() if line.startswith("--- ")]
-    assert headers == [f"--- {tree}/deep/er/bn.hlo", f"--- {tree}/deep/mlp.txt",
-                       f"--- {tree}/deep/plain.hlo", f"--- {tree}/int8_matmul.hlo"]
+    assert headers == [
+        f"--- {tree}/deep/er/bn.hlo",
+        f"--- {tree}/deep/mlp.txt",
+        f"--- {tree}/deep/plain.hlo",
+        f"--- {tree}/int8_matmul.hlo",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -229,8 +250,12 @@ def test_progress_bar_only_on_a_terminal(tree: Path, tmp_path: Path) -> None:
     piped = hloopt("run", tree, "-o", tmp_path / "a")
     assert piped.stderr.splitlines()[0].startswith("hloopt: 4 processed")
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "hloopt", "run", str(tree), "-o", str(tmp_path / "b")],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hloopt", "run", str(tree), "-o", str(tmp_path / "b")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    )
     os.close(follower)
     seen = b""
     while True:

@@ -1,29 +1,120 @@
 """Located errors and the `hloopt run` command line (real subprocesses, real files)."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
+import click
 import pytest
+from hlo_text import hlo
 
 from hloopt import HloParseError, parse
+from hloopt.cli.main import run
+from hloopt.driver.flow import RunOptions
 
-GOOD = "HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+GOOD = hlo("""
+    HloModule m
+    ENTRY e {
+      ROOT p = f32[2] parameter(0)
+    }
+    """)
 
 
 @pytest.mark.parametrize(
     "text, line, column, words",
     [
-        ("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0\n}\n", 4, 1, "expected `)` or `,`, found '}'"),
-        ("HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  ROOT b = f32[] add(a, c)\n}\n", 4, 25, "instruction c does not exist"),
-        ("HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  a = f32[] parameter(1)\n}\n", 4, 3, "instruction a already exists"),
-        ("HloModule m, replica_count=1\n", 2, 1, "found end of input"),
-        ("HloModule m\nENTRY e {\n  ROOT c = f32[3] constant({1, 2})\n}\n", 3, 28, "literal has 2 elements but shape f32[3]{0} has 3"),
-        ("HloModule m\nENTRY e {\n  ROOT c = f33[3] parameter(0)\n}\n", 3, 12, "unknown primitive type 'f33'"),
-        ("HloModule m\nENTRY e {\n  ROOT c = f32[] call(), to_apply=nope\n}\n", 3, 26, "computation nope does not exist"),
-        ("HloModule m\nENTRY e {\n  ROOT c = f32[] parameter(0) @\n}\n", 3, 31, "unexpected character '@'"),
+        (
+            hlo("""
+                HloModule m
+                ENTRY e {
+                  ROOT p = f32[2] parameter(0
+                }
+                """),
+            4,
+            1,
+            "expected `)` or `,`, found '}'",
+        ),
+        (
+            hlo("""
+                HloModule m
+                ENTRY e {
+                  a = f32[] parameter(0)
+                  ROOT b = f32[] add(a, c)
+                }
+                """),
+            4,
+            25,
+            "instruction c does not exist",
+        ),
+        (
+            hlo("""
+                HloModule m
+                ENTRY e {
+                  a = f32[] parameter(0)
+                  a = f32[] parameter(1)
+                }
+                """),
+            4,
+            3,
+            "instruction a already exists",
+        ),
+        (
+            hlo("""
+                HloModule m, replica_count=1
+                """),
+            2,
+            1,
+            "found end of input",
+        ),
+        (
+            hlo("""
+                HloModule m
+                ENTRY e {
+                  ROOT c = f32[3] constant({1, 2})
+                }
+                """),
+            3,
+            28,
+            "literal has 2 elements but shape f32[3]{0} has 3",
+        ),
+        (
+            hlo("""
+                HloModule m
+                ENTRY e {
+                  ROOT c = f33[3] parameter(0)
+                }
+                """),
+            3,
+            12,
+            "unknown primitive type 'f33'",
+        ),
+        (
+            hlo("""
+                HloModule m
+                ENTRY e {
+                  ROOT c = f32[] call(), to_apply=nope
+                }
+                """),
+            3,
+            26,
+            "computation nope does not exist",
+        ),
+        (
+            hlo("""
+                HloModule m
+                ENTRY e {
+                  ROOT c = f32[] parameter(0) @
+                }
+                """),
+            3,
+            31,
+            "unexpected character '@'",
+        ),
     ],
 )
 def test_errors_are_located(text: str, line: int, column: int, words: str) -> None:
@@ -39,7 +130,13 @@ def test_errors_are_located(text: str, line: int, column: int, words: str) -> No
 
 def run_cli(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hloopt", *args], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120
+        [sys.executable, "-m", "hloopt", *args],
+        check=False,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
     )
 
 
@@ -60,7 +157,14 @@ def test_run_writes_output_file(tmp_path: Path) -> None:
 
 def test_malformed_input_exits_2_with_location_and_no_traceback(tmp_path: Path) -> None:
     source = tmp_path / "bad.hlo"
-    source.write_text("HloModule m\nENTRY e {\n  ROOT b = f32[] add(x, y)\n}\n")
+    source.write_text(
+        hlo("""
+        HloModule m
+        ENTRY e {
+          ROOT b = f32[] add(x, y)
+        }
+        """)
+    )
     out = tmp_path / "out.hlo"
     out.write_text("previous contents\n")
     result = run_cli("run", str(source), "-o", str(out))
@@ -76,10 +180,10 @@ def test_malformed_input_exits_2_with_location_and_no_traceback(tmp_path: Path) 
     "make_input, message",
     [
         (lambda d: str(d / "missing.hlo"), "no such file"),
-        (lambda d: str(d), "is a directory"),
+        (str, "is a directory"),
     ],
 )
-def test_file_problems_are_clear(tmp_path: Path, make_input, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_file_problems_are_clear(tmp_path: Path, make_input: Callable[[Path], str], message: str) -> None:
     result = run_cli("run", make_input(tmp_path))
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 
@@ -109,3 +213,9 @@ def test_unreadable_input(tmp_path: Path) -> None:
 def test_version() -> None:
     result = run_cli("--version")
     assert result.returncode == 0 and result.stdout.startswith("hloopt, version ")
+
+
+def test_every_run_option_is_a_run_options_field() -> None:
+    """`run` builds `RunOptions` from click's parameters by name, so the two lists must be the same."""
+    options = {param.name for param in run.params if isinstance(param, click.Option)}
+    assert options == {field.name for field in fields(RunOptions)}

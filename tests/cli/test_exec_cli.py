@@ -1,4 +1,5 @@
 """``hloopt exec``/``compare`` through click, and the worker processes that keep XLA crashes out."""
+
 from __future__ import annotations
 
 import json
@@ -6,13 +7,15 @@ import os
 import time
 from pathlib import Path
 
+import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hlo_text import hlo
 
 from hloopt.cli.execution import compare_command, exec_command
-from hloopt.xla.execution import execute, load_arrays
 from hloopt.xla.bridge import XlaCrash, XlaError, canonical_in_subprocess, isolated_call, isolated_map
+from hloopt.xla.execution import execute, load_arrays
 
 MIXED = """HloModule mixed
 ENTRY main {
@@ -52,17 +55,29 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "a.hlo").write_text(MIXED)
     (tmp_path / "renamed.hlo").write_text(MIXED.replace("c = ", "const.1 = ").replace("(a, c)", "(a, const.1)"))
     (tmp_path / "changed.hlo").write_text(MIXED.replace("{1, 2, 3}", "{1, 2, 3.5}"))
-    (tmp_path / "broken.hlo").write_text("HloModule broken\nENTRY main {\n  ROOT p = f32[] parameter(\n}\n")
+    (tmp_path / "broken.hlo").write_text(
+        hlo("""
+        HloModule broken
+        ENTRY main {
+          ROOT p = f32[] parameter(
+        }
+        """)
+    )
     (tmp_path / "gpu.hlo").write_text(
-        'HloModule gpu\nENTRY main {\n  p = f32[2] parameter(0)\n'
-        '  ROOT c = f32[2] custom-call(p), custom_call_target="__cublas$gemm"\n}\n'
+        hlo("""
+        HloModule gpu
+        ENTRY main {
+          p = f32[2] parameter(0)
+          ROOT c = f32[2] custom-call(p), custom_call_target="__cublas$gemm"
+        }
+        """)
     )
     (tmp_path / "crash.hlo").write_text(CHECK_FAILURE)
     return tmp_path
 
 
-def invoke(command: object, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(command, [str(a) for a in args])  # type: ignore[arg-type]
+def invoke(command: click.Command, *args: str | Path) -> tuple[int, str, str]:
+    result = CliRunner().invoke(command, [str(a) for a in args])
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -71,7 +86,9 @@ def test_exec_summarises_each_output(files: Path) -> None:
     assert code == 0, err
     lines = out.splitlines()
     assert [line.split()[:3] for line in lines] == [
-        ["output", "0:", "bf16[3]"], ["output", "1:", "f8e4m3fn[2,2]"], ["output", "2:", "s32[2]"]
+        ["output", "0:", "bf16[3]"],
+        ["output", "1:", "f8e4m3fn[2,2]"],
+        ["output", "2:", "s32[2]"],
     ]
     assert all("min=" in line and "max=" in line and "mean=" in line and line.endswith("nan=0") for line in lines)
 
@@ -132,7 +149,12 @@ def test_crash_check_failure_is_reported_with_xla_reason() -> None:
 
 
 def test_isolated_map_keeps_order_and_loses_only_the_crashing_call() -> None:
-    good = "HloModule ok\nENTRY main {\n  ROOT c = f32[] constant(1)\n}\n"
+    good = hlo("""
+        HloModule ok
+        ENTRY main {
+          ROOT c = f32[] constant(1)
+        }
+        """)
     results = canonical_in_subprocess([good, "HloModule broken", good, CHECK_FAILURE, good])
     assert isinstance(results[0], str) and results[0] == results[2] == results[4]
     assert isinstance(results[1], XlaError) and results[1].stage == "parse"

@@ -1,4 +1,5 @@
 """Registry, selection/ordering, and the run/passes CLI."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +28,7 @@ def test_lookup_accepts_kebab_and_class_names(name: str) -> None:
 
 
 def test_unknown_pass_lists_known_names() -> None:
-    with pytest.raises(HloError, match="unknown pass 'nope'.*batchnorm-training-upcast.*NeuronIntMatmulDowncast"):
+    with pytest.raises(HloError, match=r"unknown pass 'nope'.*batchnorm-training-upcast.*NeuronIntMatmulDowncast"):
         lookup("nope")
 
 
@@ -66,7 +67,9 @@ def test_dump_dir_and_diff(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", INT8, "--passes", "all", "--dump-dir", str(dump), "--diff"])
     assert result.exit_code == 0
     assert sorted(p.name for p in dump.iterdir()) == [
-        "00-input.hlo", "01-after-upcast-all-to-fp32.hlo", "02-after-neuron-int-matmul-downcast.hlo"
+        "00-input.hlo",
+        "01-after-upcast-all-to-fp32.hlo",
+        "02-after-neuron-int-matmul-downcast.hlo",
     ]
     assert result.stdout.startswith("--- ") and "\n+  %convert = f32[8,64]{1,0} convert(%x)" in result.stdout
 
@@ -109,10 +112,10 @@ def test_an_input_already_invalid_is_not_blamed_on_a_pass(tmp_path: Path) -> Non
 
 
 def test_a_pass_that_breaks_a_valid_module_is_named() -> None:
-    from hloopt.ir.shape import ArrayShape
-    from hloopt.text.parser import parse
-    from hloopt.passes.pipeline import run_pipeline
     from hloopt.analysis.verifier import VerificationError
+    from hloopt.ir.shape import ArrayShape
+    from hloopt.passes.pipeline import run_pipeline
+    from hloopt.text.parser import parse
 
     text = Path(INT8).read_text()
     module = parse(text)

@@ -1,18 +1,26 @@
 """hloopt.driver.batch in-process: discovery, a worker process that dies, --verify-numerics over a directory."""
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path, PurePosixPath
 
 import pytest
 
 from hloopt.driver import batch
-from hloopt.driver.batch import BatchOptions, Job, discover, run_batch
+from hloopt.driver.batch import discover, run_batch
+from hloopt.driver.flow import Job, ModuleResult, RunOptions
 
-PLAIN = "HloModule plain\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+PLAIN = """\
+HloModule plain
+ENTRY e {
+  ROOT p = f32[2] parameter(0)
+}
+"""
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -25,10 +33,10 @@ def test_discover_is_sorted_recursive_and_right_anchored(tmp_path: Path) -> None
     assert [str(j.relative) for j in discover(tmp_path, ("a/*.txt", "b/*.hlo"))] == ["a/b/c.hlo", "a/z.txt"]
 
 
-def _dies_on_boom(job: Job, options: BatchOptions, keep_texts: bool = False) -> batch.ModuleResult:
-    if job.path.name == "boom.hlo":
+def _dies_on_boom(job: Job, options: RunOptions) -> ModuleResult:
+    if Path(job.path).name == "boom.hlo":
         os._exit(7)  # what a segfault or the OOM killer looks like from the pool
-    return ORIGINAL(job, options, keep_texts)
+    return ORIGINAL(job, options)
 
 
 ORIGINAL = batch.process_module
@@ -41,13 +49,42 @@ def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytes
         (tmp_path / name).write_text(PLAIN)
     out = tmp_path / "out"
     monkeypatch.setattr(batch, "process_module", _dies_on_boom)  # forked workers inherit it
-    results = run_batch(discover(tmp_path), BatchOptions(output_dir=out), workers=2)
+    results = run_batch(discover(tmp_path), RunOptions(output=str(out)), workers=2)
     assert [Path(r.path).name for r in results] == sorted(names)
     by_name = {Path(r.path).name: r for r in results}
     assert by_name["boom.hlo"].status == "failed"
-    assert "worker process died" in by_name["boom.hlo"].error["message"]  # type: ignore[index]
+    assert by_name["boom.hlo"].error is not None
+    assert "worker process died" in by_name["boom.hlo"].error["message"]
     assert all(r.status == "changed" for name, r in by_name.items() if name != "boom.hlo")  # made canonical
     assert sorted(p.name for p in out.iterdir()) == sorted(n for n in names if n != "boom.hlo")
+
+
+def _dies_on_boom_a_moment_later(job: Job, options: RunOptions) -> ModuleResult:
+    if Path(job.path).name == "boom.hlo":
+        time.sleep(0.5)  # the other worker is inside its (slowed) write by then
+        os._exit(7)
+    return ORIGINAL(job, options)
+
+
+def test_a_worker_terminated_mid_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When one worker dies the pool terminates the others: one caught writing removes its temporary file."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    for name in ("boom.hlo", "slow.hlo"):
+        (src / name).write_text(PLAIN)
+    fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        time.sleep(3)
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)  # forked workers inherit both patches
+    monkeypatch.setattr(batch, "process_module", _dies_on_boom_a_moment_later)
+    results = run_batch(discover(src), RunOptions(output=str(out)), workers=2)
+    assert [r.status for r in results] == ["failed", "changed"]
+    assert [p.name for p in out.iterdir()] == ["slow.hlo"]
 
 
 def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,9 +95,25 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr("hloopt.passes.pipeline.run_pipeline", broken)
-    (result,) = run_batch([Job(tmp_path / "a.hlo", PurePosixPath("a.hlo"))], BatchOptions(passes="all"), workers=1)
+    job = Job(str(tmp_path / "a.hlo"), PurePosixPath("a.hlo"))
+    (result,) = run_batch([job], RunOptions(passes="all"), workers=1)
     assert result.status == "failed"
-    assert result.error == {"message": f"{tmp_path}/a.hlo: internal error: RecursionError: maximum recursion depth exceeded"}
+    assert result.error == {
+        "message": f"{tmp_path}/a.hlo: internal error: RecursionError: maximum recursion depth exceeded"
+    }
+    assert result.exception is None  # a batch member sends home only what the report needs
+
+
+def test_a_batch_sends_texts_home_only_for_changed_modules_it_will_compare(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(PLAIN)  # not canonical: printing it changes it
+    printed = ORIGINAL(Job(str(tmp_path / "a.hlo")), RunOptions()).texts
+    assert printed is not None
+    (tmp_path / "b.hlo").write_text(printed[1])
+    jobs = discover(tmp_path)
+    assert [r.status for r in run_batch(jobs, RunOptions(check=True), workers=1)] == ["changed", "unchanged"]
+    assert [r.texts for r in run_batch(jobs, RunOptions(check=True), workers=1)] == [None, None]
+    compared = run_batch(jobs, RunOptions(check=True, verify_numerics=True), workers=2)
+    assert [r.texts is not None for r in compared] == [True, False]
 
 
 def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:
@@ -74,8 +127,10 @@ def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:
         (src / name).write_text((EXAMPLES / name).read_text())
     (src / "plain.hlo").write_text(PLAIN)
     report = tmp_path / "r.json"
-    result = subprocess.run([sys.executable, "-m", "hloopt", "run", str(src), "--passes", "all", "--check",
-                             "--verify-numerics", "--report", str(report)], capture_output=True, text=True, timeout=600)
+    args = ["run", str(src), "--passes", "all", "--check", "--verify-numerics", "--report", str(report)]
+    result = subprocess.run(
+        [sys.executable, "-m", "hloopt", *args], check=False, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 1, result.stderr
     modules = {Path(m["path"]).name: m for m in json.loads(report.read_text())["modules"]}
     assert modules["plain.hlo"]["numerics"] is None  # unchanged: nothing to compare

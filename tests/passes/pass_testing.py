@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +18,6 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 #: Separates the cases of a golden file; each case starts with a ``// RULE: …`` line.
 SEPARATOR = "// -----"
 RULE = "// RULE: "
-
-
-def dedent_hlo(text: str) -> str:
-    """An HLO module written as an indented triple-quoted string, as the parser reads files."""
-    return textwrap.dedent(text).strip("\n") + "\n"
 
 
 @dataclass(frozen=True)

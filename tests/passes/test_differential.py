@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xla_helper
-from pass_testing import Case, dedent_hlo, golden_inputs, passes_text, run_passes
+from hlo_text import hlo
+from pass_testing import Case, golden_inputs, passes_text, run_passes
 
 from hloopt.ir.literal import numpy_dtype
 from hloopt.ir.shape import ArrayShape
@@ -96,7 +97,7 @@ def test_integer_dots_exact_in_range(case: Case) -> None:
 
 
 def test_int_dot_big_k_warns() -> None:
-    text = dedent_hlo("""
+    text = hlo("""
         HloModule big_k
 
         ENTRY main {

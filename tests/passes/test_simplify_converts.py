@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xla_helper
-from pass_testing import dedent_hlo, passes_text
+from hlo_text import hlo
+from pass_testing import passes_text
 
 from hloopt.ir.literal import numpy_dtype
 from hloopt.passes.simplify_converts import preserves_values
@@ -83,7 +84,7 @@ def _module(name: str, parameters: list[str], results: list[str]) -> str:
     lines += [f"c{i} = {t} convert(p{i if len(parameters) > 1 else 0})" for i, t in enumerate(results)]
     lines.append(f"ROOT out = ({', '.join(results)}) tuple({', '.join(f'c{i}' for i in range(len(results)))})")
     body = "\n".join("  " + line for line in lines)
-    return dedent_hlo(f"HloModule {name}\n\nENTRY main {{\n{body}\n}}\n")
+    return hlo(f"HloModule {name}\n\nENTRY main {{\n{body}\n}}\n")
 
 
 def _chains(source: str, count: int) -> str:
@@ -94,7 +95,7 @@ def _chains(source: str, count: int) -> str:
     outputs = ", ".join(f"{source}[{count}]" for _ in MIDDLES)
     lines.append(f"ROOT out = ({outputs}) tuple({', '.join(f'n{i}' for i in range(len(MIDDLES)))})")
     body = "\n".join("  " + line for line in lines)
-    return dedent_hlo(f"HloModule chains_{source}\n\nENTRY main {{\n{body}\n}}\n")
+    return hlo(f"HloModule chains_{source}\n\nENTRY main {{\n{body}\n}}\n")
 
 
 def _round_trips(source: str, values: np.ndarray) -> list[np.ndarray]:

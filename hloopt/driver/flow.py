@@ -1,0 +1,193 @@
+"""One module's flow, the same for ``hloopt run FILE`` and for every module of ``hloopt run DIR``.
+
+read → parse → passes (verified after each change) → print → diff → write, then
+optionally the numerics check. `process_module` returns what happened and never
+prints or exits: the CLI decides what to echo, a batch worker sends the result
+home, and a batch of any shape (processes today, other executors later) reuses it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal
+
+from hloopt.errors import HloError, HloParseError
+from hloopt.support.fileio import read_text, write_atomic
+
+if TYPE_CHECKING:
+    from hloopt.passes.pipeline import PassReport
+    from hloopt.xla.execution import CompareReport
+
+Status = Literal["changed", "unchanged", "failed"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``hloopt run`` was asked to do; one object for a lone file and for a whole directory."""
+
+    passes: str | None = None
+    numerics: str = "xla"
+    check: bool = False
+    show_diff: bool = False
+    in_place: bool = False
+    # Paths stay as the user spelled them: messages and diff headers quote them.
+    #: A lone file's output file, or a directory's output root (None: stdout for a file, nothing for a directory).
+    output: str | None = None
+    #: Where the module after each pass is dumped; a batch member dumps below it at its relative path.
+    dump_dir: str | None = None
+    verify_numerics: bool = False
+    rtol: float = 1e-2
+    atol: float = 1e-3
+    #: Directory INPUT only: which files are modules, how many processes, where the JSON report goes.
+    globs: tuple[str, ...] = ()
+    jobs: int | None = None
+    report_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One module: where to read it (``-`` is stdin) and, for a batch member, where it sits below the root."""
+
+    path: str
+    relative: PurePosixPath | None = None
+
+    @property
+    def name(self) -> str:
+        """The module as messages name it."""
+        return "<stdin>" if self.path == "-" else self.path
+
+    def below(self, root: str | None) -> str | None:
+        """A lone file's output (or dump) is `root` itself; a batch member's is its place in the mirrored tree."""
+        if root is None or self.relative is None:
+            return root
+        return str(Path(root) / self.relative)
+
+
+@dataclass
+class ModuleResult:
+    """The outcome of one module, as it goes into the summary and ``--report``."""
+
+    path: str
+    status: Status = "unchanged"
+    seconds: float = 0.0
+    #: What each pass did, as the pipeline reported it (name, changed, rewritten, warnings).
+    passes: list[PassReport] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    output: str | None = None
+    diff: str = ""
+    numerics: dict[str, Any] | None = None
+    #: Source and printed text (never reported; a batch keeps them only for --verify-numerics).
+    texts: tuple[str, str] | None = None
+    #: What failed, for a caller in this process that reports it itself (it does not survive pickling).
+    exception: Exception | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{p.name}: {w}" for p in self.passes for w in p.warnings]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The module's entry in ``--report``."""
+        return {
+            "path": self.path,
+            "status": self.status,
+            "seconds": self.seconds,
+            "passes": [{"name": p.name, "changed": p.changed, "rewritten": p.rewritten} for p in self.passes],
+            "warnings": self.warnings,
+            "error": self.error,
+            "output": self.output,
+            "numerics": self.numerics,
+        }
+
+
+def process_module(job: Job, options: RunOptions) -> ModuleResult:
+    """Read, parse, run the passes, print, diff and write one module; any error becomes a failed result."""
+    start = time.perf_counter()
+    result = ModuleResult(job.name)
+    try:
+        _process(job, options, result)
+    except Exception as err:  # one module's failure, whatever it is, is that module's result
+        result.status = "failed"
+        result.error = error_record(err, job.name)
+        result.exception = err
+    result.seconds = round(time.perf_counter() - start, 4)
+    return result
+
+
+def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
+    # Imported here: the parser (lark) and the passes load only when a module is processed, and tests can patch them.
+    from hloopt.passes.pipeline import run_pipeline
+    from hloopt.text.parser import parse
+
+    source = read_text(job.path)
+    module = parse(source, job.name)
+    if options.passes is not None:
+        report = run_pipeline(
+            module,
+            options.passes,
+            numerics=options.numerics,
+            dump_dir=job.below(options.dump_dir),
+            original=lambda: parse(source, job.name),
+        )
+        result.passes = list(report.passes)
+    text = module.to_text()
+    changed = any(p.changed for p in result.passes) if options.passes is not None else text != source
+    result.status = "changed" if changed else "unchanged"
+    result.texts = (source, text)
+    target = None if options.check else job.path if options.in_place else job.below(options.output)
+    if options.show_diff and text != source:
+        # A lone file's diff names the file it writes; a batch's names each module "(after)".
+        after = target if target is not None and job.relative is None else f"{job.name} (after)"
+        result.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
+    if target is not None and not (options.in_place and text == source):
+        if job.relative is not None:  # a batch mirrors the input tree; a lone file's directory must exist
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, text)
+        result.output = target
+
+
+def error_record(err: BaseException, name: str) -> dict[str, Any]:
+    """An error as the report stores it: a parse error keeps its location, every message names the module."""
+    if isinstance(err, HloParseError):
+        loc = err.location
+        return {"message": str(err), "file": loc.filename, "line": loc.line, "column": loc.column}
+    if isinstance(err, HloError):
+        message = str(err)
+    elif isinstance(err, OSError):
+        reason = err.strerror or str(err)
+        message = f"{err.filename or name}: {reason[:1].lower()}{reason[1:]}"
+    else:  # a bug in hloopt, not in the module: say so rather than hide it
+        message = f"internal error: {type(err).__name__}: {err}"
+    return {"message": message if message.startswith(name) else f"{name}: {message}"}
+
+
+def compare_numerics(
+    results: Sequence[ModuleResult], options: RunOptions, workers: int = 1
+) -> list[CompareReport | HloError]:
+    """Run each module before and after the passes through XLA on the CPU, in worker processes.
+
+    jax stays out of this process, and an input that crashes XLA costs only its own comparison.
+    """
+    from hloopt.xla.bridge import isolated_map
+
+    calls: list[tuple[str, str, float, float, str]] = []
+    for result in results:
+        if result.texts is None:
+            raise ValueError(f"{result.path}: its texts were not kept, nothing to compare")
+        calls.append((*result.texts, options.rtol, options.atol, result.path))
+    return isolated_map(_compare, calls, workers=max(workers, 1))
+
+
+def _compare(before: str, after: str, rtol: float, atol: float, label: str) -> CompareReport:
+    """`execution.compare` in an XLA worker; a bug is reported as this module's error, not the batch's."""
+    from hloopt.xla.execution import compare
+
+    try:
+        return compare(before, after, rtol=rtol, atol=atol, labels=(label, "after passes"))
+    except HloError:
+        raise
+    except Exception as err:  # isolated_map would stop every other comparison on it
+        raise HloError(f"internal error: {type(err).__name__}: {err}") from None

@@ -1,0 +1,57 @@
+"""``hloopt --version``, ``--help`` and ``hloopt passes`` start without numpy, lark or jax (issue #10 §1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.formatting import HelpFormatter
+from click.utils import make_default_short_help
+
+from hloopt.cli.main import main
+
+HEAVY = ("numpy", "lark", "jax", "jaxlib", "ml_dtypes")
+
+
+def imported_modules(*args: str) -> set[str]:
+    """Every module ``python -X importtime -m hloopt ARGS`` imports (its report goes to stderr)."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hloopt", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = (line.rpartition("|")[2] for line in result.stderr.splitlines() if line.startswith("import time:"))
+    return {row.strip() for row in rows}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--version"], id="version"),
+        pytest.param(["--help"], id="help"),
+        pytest.param(["run", "--help"], id="run-help"),
+        pytest.param(["passes"], id="passes"),
+    ],
+)
+def test_starts_without_numpy_lark_or_jax(args: list[str]) -> None:
+    modules = imported_modules(*args)
+    assert "hloopt.cli.main" in modules  # the report was read
+    assert sorted(m for m in modules if m.partition(".")[0] in HEAVY) == []
+
+
+@pytest.mark.parametrize("name", ["exec", "compare", "cast"])
+def test_lazy_summaries_say_what_the_commands_say(name: str) -> None:
+    """--help lists the lazy commands from their summaries; each must read as the command's own short help."""
+    assert isinstance(main, click.Group)
+    command = main.get_command(click.Context(main), name)
+    assert command is not None and command.help is not None
+    for limit in (45, 200):
+        assert make_default_short_help(main.lazy[name][1], limit) == make_default_short_help(command.help, limit)
+    listing = HelpFormatter()
+    main.format_commands(click.Context(main), listing)
+    assert name in listing.getvalue()

@@ -1,0 +1,106 @@
+"""hloopt.driver.flow: one module's flow returns what happened; it never prints, exits or touches its input."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from hloopt.driver.flow import Job, RunOptions, process_module
+from hloopt.errors import HloError, HloParseError
+
+PLAIN = """\
+HloModule plain
+ENTRY e {
+  ROOT p = f32[2] parameter(0)
+}
+"""
+BAD = """\
+HloModule m
+ENTRY e {
+  ROOT b = f32[] add(x, y)
+}
+"""
+INT8 = Path(__file__).resolve().parents[2] / "examples" / "int8_matmul.hlo"
+
+
+@pytest.fixture
+def plain(tmp_path: Path) -> Path:
+    (tmp_path / "plain.hlo").write_text(PLAIN)
+    return tmp_path / "plain.hlo"
+
+
+def canonical(path: Path) -> str:
+    result = process_module(Job(str(path)), RunOptions())
+    assert result.texts is not None
+    return result.texts[1]
+
+
+def test_a_lone_file_to_stdout_is_returned_not_printed(plain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = process_module(Job(str(plain)), RunOptions())
+    assert (result.path, result.status, result.output, result.error) == (str(plain), "changed", None, None)
+    assert result.texts is not None and result.texts[0] == PLAIN and result.texts[1].startswith("HloModule plain")
+    assert capsys.readouterr() == ("", "")
+    assert plain.read_text() == PLAIN
+
+
+def test_the_passes_are_summarised_per_pass(tmp_path: Path) -> None:
+    (tmp_path / "m.hlo").write_text(INT8.read_text())
+    result = process_module(Job(str(tmp_path / "m.hlo")), RunOptions(passes="all", check=True))
+    assert [(p.name, p.changed) for p in result.passes] == [
+        ("batchnorm-training-upcast", False),
+        ("upcast-all-to-fp32", True),
+        ("neuron-int-matmul-downcast", True),
+    ]
+    assert result.status == "changed" and result.output is None  # --check writes nothing
+    assert list(result.to_dict()) == ["path", "status", "seconds", "passes", "warnings", "error", "output", "numerics"]
+    assert result.to_dict()["passes"][1] == {"name": "upcast-all-to-fp32", "changed": True, "rewritten": 2}
+
+
+def test_a_lone_output_is_written_atomically_and_its_directory_must_exist(plain: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.hlo"
+    result = process_module(Job(str(plain)), RunOptions(output=str(out), show_diff=True))
+    assert result.output == str(out) and out.read_text() == canonical(plain)
+    assert result.diff.splitlines()[:2] == [f"--- {plain}", f"+++ {out}"]  # a lone diff names the file written
+    missing = process_module(Job(str(plain)), RunOptions(output=str(tmp_path / "nope" / "out.hlo")))
+    assert missing.status == "failed" and isinstance(missing.exception, HloError)
+    assert missing.error == {"message": f"{plain}: {tmp_path}/nope/out.hlo: directory {tmp_path}/nope does not exist"}
+    assert not (tmp_path / "nope").exists()
+
+
+def test_a_batch_member_mirrors_its_place_below_the_root(plain: Path, tmp_path: Path) -> None:
+    job = Job(str(plain), PurePosixPath("deep/er/plain.hlo"))
+    out, dump = tmp_path / "out", tmp_path / "dump"
+    result = process_module(job, RunOptions(passes="all", output=str(out), dump_dir=str(dump), show_diff=True))
+    assert result.output == str(out / "deep" / "er" / "plain.hlo")
+    assert (out / "deep" / "er" / "plain.hlo").read_text() == canonical(plain)
+    assert [p.name for p in (dump / "deep" / "er" / "plain.hlo").iterdir()] == ["00-input.hlo"]
+    assert result.diff.splitlines()[1] == f"+++ {plain} (after)"
+
+
+def test_in_place_rewrites_only_a_changed_text(plain: Path) -> None:
+    assert process_module(Job(str(plain)), RunOptions(in_place=True)).output == str(plain)
+    stamp = plain.stat().st_mtime_ns
+    again = process_module(Job(str(plain)), RunOptions(in_place=True))
+    assert (again.status, again.output) == ("unchanged", None)
+    assert plain.stat().st_mtime_ns == stamp
+
+
+def test_bad_input_is_a_failed_result_with_its_location(tmp_path: Path) -> None:
+    (tmp_path / "bad.hlo").write_text(BAD)
+    out = tmp_path / "out.hlo"
+    result = process_module(Job(str(tmp_path / "bad.hlo")), RunOptions(output=str(out)))
+    assert result.status == "failed" and isinstance(result.exception, HloParseError)
+    assert result.error is not None
+    assert (result.error["line"], result.error["column"]) == (3, 22)
+    assert result.error["message"].startswith(f"{tmp_path}/bad.hlo:3:22: instruction x does not exist")
+    assert not out.exists() and result.texts is None
+
+
+def test_stdin_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BAD.encode())))
+    result = process_module(Job("-"), RunOptions())
+    assert result.path == "<stdin>"
+    assert result.error is not None and result.error["file"] == "<stdin>"
