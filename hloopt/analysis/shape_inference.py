@@ -6,25 +6,34 @@ for the verifier and for passes that must build new instructions around them.
 Only opcodes whose result follows from operands and attributes are covered;
 for anything else the answer is None ("unknown").
 """
+
 from __future__ import annotations
 
 import re
 
+from hloopt.ir.element_types import COMPLEX_OF, COMPLEX_PARTS
 from hloopt.ir.module import Computation, Instruction, Module
-from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape, Shape, TupleShape, default_layout, map_leaves
+from hloopt.ir.opcodes import (
+    BINARY_SAME,
+    ELEMENTWISE_INFERRED,
+    PREDICATES,
+    RESULT_FROM,
+    SELECTS,
+    UNARY_SAME,
+    UNARY_TO_REAL,
+)
+from hloopt.ir.shape import ArrayShape, Shape, TupleShape, default_layout, map_leaves
 
-#: Result has the operand's shape and element type.
-UNARY_SAME = frozenset(
-    """abs negate exponential exponential-minus-one log log-plus-one sqrt rsqrt cbrt tanh logistic
-    sign floor ceil round-nearest-even round-nearest-afz cosine sine tan not copy erf popcnt
-    count-leading-zeros reduce-precision""".split()
-)
-#: Result has the first operand's shape and element type.
-BINARY_SAME = frozenset(
-    """add subtract multiply divide maximum minimum power remainder and or xor atan2
-    shift-left shift-right-arithmetic shift-right-logical""".split()
-)
-ELEMENTWISE = UNARY_SAME | BINARY_SAME | {"compare", "select", "clamp", "is-finite", "real", "imag", "complex"}
+#: The opcodes whose result shape `infer` computes from the operands (given their shapes).
+INFERABLE: frozenset[str] = ELEMENTWISE_INFERRED | {
+    "tuple",
+    "get-tuple-element",
+    "dot",
+    "transpose",
+    "batch-norm-training",
+    "batch-norm-inference",
+    "batch-norm-grad",
+}
 
 _INTS = re.compile(r"-?\d+")
 
@@ -35,8 +44,7 @@ def int_list(value: object) -> tuple[int, ...]:
 
 
 def _complex_part(shape: ArrayShape) -> ArrayShape:
-    part = {"c64": "f32", "c128": "f64"}.get(shape.element_type, shape.element_type)
-    return shape.with_element_type(part)
+    return shape.with_element_type(COMPLEX_PARTS.get(shape.element_type, shape.element_type))
 
 
 def dot_shape(lhs: ArrayShape, rhs: ArrayShape, attributes: dict, element_type: str) -> ArrayShape | None:
@@ -55,33 +63,28 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
     """The shape XLA would give `instruction` from its operands' shapes, or None when unknown."""
     op = instruction.opcode
     if op == "tuple":
-        return None if any(s is None for s in operands) else TupleShape(tuple(operands))  # type: ignore[arg-type]
+        known = [s for s in operands if s is not None]
+        return TupleShape(tuple(known)) if len(known) == len(operands) else None
     if op == "get-tuple-element":
         source = operands[0] if operands else None
         index = int_list(instruction.attributes.get("index"))
         if isinstance(source, TupleShape) and index and 0 <= index[0] < len(source.elements):
             return source.elements[index[0]]
         return None
-    if op in ("call", "fusion", "while", "conditional", "async-start"):
-        return None
     arrays = [s for s in operands if isinstance(s, ArrayShape)]
     if len(arrays) != len(operands) or not arrays:
         return None
     first = arrays[0]
-    if op == "abs" and first.element_type in COMPLEX_TYPES:
-        return _complex_part(first)
     if op in UNARY_SAME or op in BINARY_SAME:
         return first
-    if op in ("compare", "is-finite"):
-        return first.with_element_type("pred")
-    if op == "select" and len(arrays) == 3:
-        return arrays[1]
-    if op == "clamp" and len(arrays) == 3:
-        return arrays[1]
-    if op in ("real", "imag"):
+    if op in UNARY_TO_REAL:
         return _complex_part(first)
+    if op in PREDICATES:
+        return first.with_element_type("pred")
+    if op in SELECTS:
+        return arrays[1] if len(arrays) == 3 else None
     if op == "complex":
-        return first.with_element_type("c128" if first.element_type == "f64" else "c64")
+        return first.with_element_type(COMPLEX_OF.get(first.element_type, "c64"))
     if op == "dot" and len(arrays) == 2:
         return dot_shape(arrays[0], arrays[1], instruction.attributes, first.element_type)
     if op == "transpose":
@@ -101,14 +104,6 @@ def _with_layout(shape: ArrayShape) -> ArrayShape:
     if shape.layout is not None or shape.element_type in ("token", "opaque"):
         return shape
     return ArrayShape(shape.element_type, shape.dims, shape.dynamic, default_layout(shape.rank))
-
-
-#: The attribute naming the computation whose root gives the result shape.
-_CALLEE = {"call": "to_apply", "fusion": "calls", "while": "body"}
-
-
-def is_complex(shape: Shape) -> bool:
-    return isinstance(shape, ArrayShape) and shape.element_type in COMPLEX_TYPES
 
 
 class ShapeResolver:
@@ -138,7 +133,7 @@ class ShapeResolver:
 
     def _infer_one(self, instruction: Instruction) -> Shape | None:
         operand_shapes = [o.shape if o.shape is not None else self._inferred.get(o) for o in instruction.operands]
-        callee = instruction.attributes.get(_CALLEE.get(instruction.opcode, ""))
+        callee = instruction.attributes.get(RESULT_FROM.get(instruction.opcode, ""))
         if isinstance(callee, Computation):
             root = callee.root
             return None if root is None else (root.shape or self._inferred.get(root))

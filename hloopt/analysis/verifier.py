@@ -6,27 +6,27 @@ duplicated name, an entry signature out of step with entry_computation_layout â€
 before XLA does, and names the pass. It is not XLA's full HloVerifier: opcodes
 outside the common set are checked only for defined operands and legal types.
 """
+
 from __future__ import annotations
 
+from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer, int_list
 from hloopt.errors import HloError
+from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
-from hloopt.ir.shape import (
-    COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES, ArrayShape, Shape, TupleShape, leaf_shapes,
+from hloopt.ir.opcodes import (
+    BINARY_SAME,
+    FLOAT_OPERANDS,
+    INTEGER_OPERANDS,
+    INTEGER_OR_PRED_OPERANDS,
+    RESULT_FROM,
+    UNARY_SAME,
 )
-from hloopt.analysis.shape_inference import BINARY_SAME, UNARY_SAME, ShapeResolver, infer, int_list
+from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
 
-#: Opcodes whose result shape must be exactly what `infer` gives (ignoring layout).
-_INFERRED = UNARY_SAME | BINARY_SAME | {
-    "compare", "is-finite", "select", "clamp", "tuple", "get-tuple-element", "dot", "transpose",
-    "batch-norm-training", "batch-norm-inference", "batch-norm-grad", "real", "imag", "complex",
-}
-_BITWISE = frozenset({"and", "or", "xor", "not"})
-_INTEGER_ONLY = frozenset({"shift-left", "shift-right-arithmetic", "shift-right-logical", "popcnt", "count-leading-zeros"})
-_FLOAT_ONLY = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad", "is-finite", "reduce-precision"})
-#: Elementwise opcodes with no element-type rule of their own (`abs` of a complex number is real).
-_PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - _BITWISE - _INTEGER_ONLY - _FLOAT_ONLY - {"abs"}
+#: Elementwise opcodes with no element-type rule of their own.
+_PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - INTEGER_OR_PRED_OPERANDS - INTEGER_OPERANDS - FLOAT_OPERANDS
 #: Opcodes whose element types `_check_types` looks at beyond the result's.
-_TYPED = _BITWISE | _INTEGER_ONLY | _FLOAT_ONLY | BINARY_SAME | {"convert"}
+_TYPED = INTEGER_OR_PRED_OPERANDS | INTEGER_OPERANDS | FLOAT_OPERANDS | BINARY_SAME | {"convert"}
 
 
 class VerificationError(HloError):
@@ -47,7 +47,12 @@ def same_shape(a: Shape | None, b: Shape | None) -> bool:
         return False
     if a is b:
         return True
-    if isinstance(a, ArrayShape) and isinstance(b, ArrayShape) and a.element_type == b.element_type and a.dims == b.dims:
+    if (
+        isinstance(a, ArrayShape)
+        and isinstance(b, ArrayShape)
+        and a.element_type == b.element_type
+        and a.dims == b.dims
+    ):
         return a.dynamic == b.dynamic or a.to_text(with_layout=False) == b.to_text(with_layout=False)
     return a.to_text(with_layout=False) == b.to_text(with_layout=False)
 
@@ -95,8 +100,12 @@ def _plainly_elementwise(instruction: Instruction, shapes: ShapeResolver) -> boo
         return False
     for operand in instruction.operands:
         other = shapes(operand)
-        if not (isinstance(other, ArrayShape) and other.element_type == shape.element_type
-                and other.dims == shape.dims and other.dynamic == shape.dynamic):
+        if not (
+            isinstance(other, ArrayShape)
+            and other.element_type == shape.element_type
+            and other.dims == shape.dims
+            and other.dynamic == shape.dynamic
+        ):
             return False
     return True
 
@@ -105,16 +114,18 @@ def _check_types(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
     shape = instruction.shape
     assert shape is not None
     leaves = [shape] if isinstance(shape, ArrayShape) else leaf_shapes(shape)
-    problems = [f"unknown element type {leaf.element_type}" for leaf in leaves if leaf.element_type not in PRIMITIVE_TYPES]
+    problems = [
+        f"unknown element type {leaf.element_type}" for leaf in leaves if leaf.element_type not in PRIMITIVE_TYPES
+    ]
     op = instruction.opcode
     if op not in _TYPED:
         return problems
     operand_types = [s.element_type for o in instruction.operands if isinstance(s := shapes(o), ArrayShape)]
-    if op in _BITWISE and any(t not in INT_TYPES and t != "pred" for t in operand_types):
+    if op in INTEGER_OR_PRED_OPERANDS and any(t not in INT_TYPES and t != "pred" for t in operand_types):
         problems.append(f"{op} needs integer or pred operands, not {', '.join(operand_types)}")
-    if op in _INTEGER_ONLY and any(t not in INT_TYPES for t in operand_types):
+    if op in INTEGER_OPERANDS and any(t not in INT_TYPES for t in operand_types):
         problems.append(f"{op} needs integer operands, not {', '.join(operand_types)}")
-    if op in _FLOAT_ONLY and any(t not in FLOAT_TYPES for t in operand_types):
+    if op in FLOAT_OPERANDS and any(t not in FLOAT_TYPES for t in operand_types):
         problems.append(f"{op} needs floating-point operands, not {', '.join(operand_types)}")
     if op in BINARY_SAME and len(set(operand_types)) > 1:
         problems.append(f"{op} operands have different element types: {', '.join(operand_types)}")
@@ -125,13 +136,15 @@ def _check_types(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
 
 def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
     shape = instruction.shape
+    assert shape is not None  # the caller checks written shapes only
     op = instruction.opcode
     operands = [shapes(o) for o in instruction.operands]
-    if op == "get-tuple-element" and isinstance(operands[0] if operands else None, TupleShape):
-        index, size = int_list(instruction.attributes.get("index")), len(operands[0].elements)  # type: ignore[union-attr]
+    source = operands[0] if operands else None
+    if op == "get-tuple-element" and isinstance(source, TupleShape):
+        index, size = int_list(instruction.attributes.get("index")), len(source.elements)
         if not index or not 0 <= index[0] < size:
             return [f"index {index[0] if index else '(none)'} is out of range for a tuple of {size} elements"]
-    if op in _INFERRED:
+    if op in INFERABLE:  # the shape must be exactly what `infer` gives (layout aside)
         expected = infer(instruction, operands)
         if op == "dot" and isinstance(expected, ArrayShape) and isinstance(shape, ArrayShape):
             expected = expected.with_element_type(shape.element_type)
@@ -141,11 +154,13 @@ def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
     if op == "convert" and operands and isinstance(operands[0], ArrayShape) and isinstance(shape, ArrayShape):
         if operands[0].dims != shape.dims:
             return [f"convert changes dimensions {operands[0].to_text(False)} â†’ {shape.to_text(False)}"]
-        if (operands[0].element_type in COMPLEX_TYPES) != (shape.element_type in COMPLEX_TYPES) and operands[0].element_type in COMPLEX_TYPES:
+        if (operands[0].element_type in COMPLEX_TYPES) != (shape.element_type in COMPLEX_TYPES) and operands[
+            0
+        ].element_type in COMPLEX_TYPES:
             return [f"convert from complex {operands[0].element_type} to {shape.element_type} is not allowed"]
     if op == "constant" and instruction.literal is not None and not same_shape(instruction.literal.shape, shape):
         return [f"literal shape {instruction.literal.shape.to_text(False)} differs from {shape.to_text(False)}"]
-    if op in ("call", "fusion", "while", "conditional"):
+    if op in RESULT_FROM:
         return _check_calls(instruction, shapes)
     return []
 
@@ -171,11 +186,11 @@ def _check_calls(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
         if len(params) != len(args):
             problems.append(f"calls %{callee.name} with {len(args)} operands, it takes {len(params)}")
         for index, (param, arg) in enumerate(zip(params, args)):
-            if arg is not None and not same_shape(param, arg):
-                problems.append(f"operand {index} is {arg.to_text(False)}, %{callee.name} takes {param.to_text(False)}")  # type: ignore[union-attr]
+            if arg is not None and param is not None and not same_shape(param, arg):
+                problems.append(f"operand {index} is {arg.to_text(False)}, %{callee.name} takes {param.to_text(False)}")
         root_shape = shapes(callee.root) if callee.root is not None else None
-        if root_shape is not None and not same_shape(root_shape, result):
-            problems.append(f"%{callee.name} returns {root_shape.to_text(False)}, expected {result.to_text(False)}")  # type: ignore[union-attr]
+        if root_shape is not None and result is not None and not same_shape(root_shape, result):
+            problems.append(f"%{callee.name} returns {root_shape.to_text(False)}, expected {result.to_text(False)}")
     return problems
 
 
@@ -190,9 +205,13 @@ def _check_entry(module: Module) -> list[str]:
         problems.append(f"entry has {len(params)} parameters, entry_computation_layout lists {len(layout.parameters)}")
     for param, expected in zip(params, layout.parameters):
         if param.shape is not None and not same_shape(param.shape, expected):
-            problems.append(f"entry parameter %{param.name} is {param.shape.to_text(False)}, "
-                            f"entry_computation_layout says {expected.to_text(False)}")
+            problems.append(
+                f"entry parameter %{param.name} is {param.shape.to_text(False)}, "
+                f"entry_computation_layout says {expected.to_text(False)}"
+            )
     root = entry.root
     if root is not None and root.shape is not None and not same_shape(root.shape, layout.result):
-        problems.append(f"entry result is {root.shape.to_text(False)}, entry_computation_layout says {layout.result.to_text(False)}")
+        problems.append(
+            f"entry result is {root.shape.to_text(False)}, entry_computation_layout says {layout.result.to_text(False)}"
+        )
     return problems

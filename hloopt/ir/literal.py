@@ -4,27 +4,28 @@ A 1M-element constant is one string until a pass asks for its values; then it
 is decoded in a handful of vectorised numpy calls. New literals (from folding
 or upcasting) are formatted the way XLA's printer formats them.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Iterator
-from functools import cache
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import numpy as np
 
-from hloopt.ir.numbers import NumberScan, scan_numbers
-from hloopt.ir.shape import (
+from hloopt.ir.element_types import (
+    BY_NAME,
+    COMPLEX_PARTS,
     COMPLEX_TYPES,
     FLOAT_TYPES,
     INT_TYPES,
-    ArrayShape,
-    Shape,
-    TupleShape,
-    fold_tree,
-    literal_parts,
+    ROWS,
+    Kind,
+    numpy_dtype,
 )
+from hloopt.ir.numbers import NumberScan, scan_numbers
+from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, literal_parts
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _ELEMENT = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
@@ -33,7 +34,7 @@ _COMPLEX_ELEMENT = re.compile(r"\(\s*([^\s,()]+)\s*,\s*([^\s,()]+)\s*\)")
 SEPARATORS = str.maketrans({",": " ", "{": " ", "}": " "})
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
-LiteralValue = Union[np.ndarray, tuple["LiteralValue", ...]]
+LiteralValue: TypeAlias = np.ndarray | tuple["LiteralValue", ...]
 
 
 class LiteralError(ValueError):
@@ -44,34 +45,14 @@ class LiteralError(ValueError):
         self.offset = offset
 
 
-@cache
-def numpy_dtype(element_type: str) -> np.dtype:
-    """The numpy dtype that holds an XLA element type (ml_dtypes for the narrow floats)."""
-    import ml_dtypes
-
-    names = {
-        "pred": np.bool_, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
-        "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
-        "f16": np.float16, "f32": np.float32, "f64": np.float64,
-        "c64": np.complex64, "c128": np.complex128,
-        "bf16": ml_dtypes.bfloat16, "s2": ml_dtypes.int2, "u2": ml_dtypes.uint2,
-        "s4": ml_dtypes.int4, "u4": ml_dtypes.uint4,
-        "f8e5m2": ml_dtypes.float8_e5m2, "f8e4m3": ml_dtypes.float8_e4m3,
-        "f8e4m3fn": ml_dtypes.float8_e4m3fn, "f8e4m3b11fnuz": ml_dtypes.float8_e4m3b11fnuz,
-        "f8e3m4": ml_dtypes.float8_e3m4, "f8e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
-        "f8e4m3fnuz": ml_dtypes.float8_e4m3fnuz, "f8e8m0fnu": ml_dtypes.float8_e8m0fnu,
-        "f6e3m2fn": ml_dtypes.float6_e3m2fn, "f6e2m3fn": ml_dtypes.float6_e2m3fn,
-        "f4e2m1fn": ml_dtypes.float4_e2m1fn,
-    }
-    if element_type not in names:
-        raise LiteralError(f"element type {element_type} has no numpy representation")
-    return np.dtype(names[element_type])
+#: Element types whose literal (``token``) has no braces to check.
+_NO_DATA = frozenset({"token", "opaque"})
 
 
 class Literal:
     """The value of a `constant`: source text plus, once decoded, a numpy array."""
 
-    __slots__ = ("_text", "_value", "_plain", "_elided", "shape")
+    __slots__ = ("_elided", "_plain", "_text", "_value", "shape")
 
     def __init__(self, shape: Shape, text: str | None = None, value: LiteralValue | None = None) -> None:
         if text is None and value is None:
@@ -115,9 +96,26 @@ class Literal:
         return self._value
 
     def check(self) -> None:
-        """Raise LiteralError if the text does not fit the shape: element count, value range (no decode)."""
+        """Raise LiteralError if the text does not fit the shape: element count, value range (no decode).
+
+        The parser calls this as it builds each constant; `check_nesting` runs later, with the
+        other semantic checks, so a module with several faults reports the one XLA reports.
+        """
         if self._text is not None and not self.is_elided:
-            _check_count(self.plain_text, self.shape)
+            _check_counts(self.plain_text, self.shape)
+
+    def check_nesting(self) -> None:
+        """Raise LiteralError if the braces do not nest as the shape's dimensions (after `check`)."""
+        if self._text is None or self.is_elided:
+            return
+        shape = self.shape
+        if isinstance(shape, ArrayShape):  # most constants: no tuple to walk
+            if shape.element_type not in _NO_DATA:
+                _check_nesting(self.plain_text, shape)
+            return
+        for body, _, leaf in array_parts(self.plain_text, shape):
+            if leaf.element_type not in _NO_DATA:
+                _check_nesting(body, leaf)
 
 
 # ---------------------------------------------------------------------------
@@ -150,64 +148,134 @@ def _split_tuple(text: str) -> list[tuple[str, int]]:
     return parts
 
 
-def _check_count(text: str, shape: Shape) -> None:
-    """Element counts and values against the shape, tuple parts in order (a stack: tuples nest freely).
+def array_parts(text: str, shape: Shape) -> Iterator[tuple[str, int, ArrayShape]]:
+    """The array leaves of a literal's text: (text, offset, shape), tuple parts in order.
 
-    `text` has no comments and no elided ``{...}`` part.
+    A tuple that does not fit its shape, or a buffer shape (no literal has one),
+    raises LiteralError at its part's offset. A stack, not recursion: tuples nest freely.
     """
     stack: list[tuple[str, Shape, int]] = [(text, shape, 0)]
     while stack:
         current, current_shape, base = stack.pop()
+        if not isinstance(current_shape, TupleShape):
+            yield current, base, _array_shape(current_shape, base + len(current) - len(current.lstrip()))
+            continue
+        if not current.lstrip().startswith("("):
+            raise LiteralError(f"expects a tuple literal for shape {current_shape.to_text()}", base)
+        parts = _split_tuple(current)
+        if len(parts) != len(current_shape.elements):
+            raise LiteralError(
+                f"tuple literal has {len(parts)} elements, shape {current_shape.to_text()} has "
+                f"{len(current_shape.elements)}",
+                base,
+            )
+        stack.extend(
+            (part, element, base + offset)
+            for (part, offset), element in reversed(list(zip(parts, current_shape.elements)))
+        )
+
+
+def _array_shape(shape: Shape, offset: int = 0) -> ArrayShape:
+    """A literal leaf's shape: arrays only, a buffer shape (``b(...)``) has no literal."""
+    if not isinstance(shape, ArrayShape):
+        raise LiteralError(f"expects an array or tuple shape for a literal, not {shape.to_text()}", offset)
+    return shape
+
+
+def _check_counts(text: str, shape: Shape) -> None:
+    """Element counts and values against the shape; `text` has no comments and no elided part."""
+    if isinstance(shape, ArrayShape):  # most constants: no tuple to walk
+        if shape.element_type != "token":
+            _check_array(text, shape)
+        return
+    for body, base, leaf in array_parts(text, shape):
+        if leaf.element_type == "token":
+            continue
         try:
-            parts = _check_level(current, current_shape)
+            _check_array(body, leaf)
         except LiteralError as err:
             raise LiteralError(str(err), base + err.offset) from None
-        stack.extend((part, element, base + offset) for (part, offset), element in reversed(parts))
 
 
-def _check_level(text: str, shape: Shape) -> list[tuple[tuple[str, int], Shape]]:
-    """Check one level; a tuple returns its parts (text, offset) with their shapes, checked next."""
-    body = text
-    if isinstance(shape, TupleShape):
-        if not body.lstrip().startswith("("):
-            raise LiteralError(f"expects a tuple literal for shape {shape.to_text()}")
-        parts = _split_tuple(body)
-        if len(parts) != len(shape.elements):
-            raise LiteralError(
-                f"tuple literal has {len(parts)} elements, shape {shape.to_text()} has {len(shape.elements)}"
-            )
-        return list(zip(parts, shape.elements))
-    if shape.element_type == "token":
-        return []
+def _count(body: str) -> int:
+    """How many elements a non-complex literal text holds."""
+    # Splitting on separators counts them at C speed; NaN payloads need the regex.
+    return len(_ELEMENT.findall(body)) if "(" in body else len(body.translate(SEPARATORS).split())
+
+
+def _check_array(body: str, shape: ArrayShape) -> None:
     scan = scan_numbers(body) if len(body) >= _SCAN_FROM and "(" not in body else None
     if shape.element_type in COMPLEX_TYPES:
         found = len(_COMPLEX_ELEMENT.findall(body))
-    elif "(" in body:
-        found = len(_ELEMENT.findall(body))
     elif scan is not None:
         found = scan.count
-    else:  # splitting on separators counts them at C speed
-        found = len(body.translate(SEPARATORS).split())
+    else:
+        found = _count(body)
     expected = shape.element_count
     # XLA accepts a bare scalar for an array constant (it pads with zeros).
     if found != expected and not (found == 1 and "{" not in body):
-        raise LiteralError(
-            f"literal has {found} elements but shape {shape.to_text()} has {expected}"
-        )
+        raise LiteralError(f"literal has {found} elements but shape {shape.to_text()} has {expected}")
     _check_values(body, shape, scan)
-    return []
+
+
+def _check_nesting(text: str, shape: ArrayShape) -> None:
+    """The braces of an array literal against its rank and dimensions (after the counts are right)."""
+    body = text.strip()
+    if not body.startswith("{"):
+        if shape.rank and body.startswith("(") and shape.element_type not in COMPLEX_TYPES:
+            raise LiteralError(f"expects nested array in rank {shape.rank}, but sees a tuple")
+        return  # a bare scalar: XLA accepts it even for arrays (it pads with zeros)
+    if shape.rank == 0:
+        raise LiteralError("expects a scalar literal, but sees an array")
+    if shape.rank == 1 and body.endswith("}") and body.count("{") == 1 and body.count("}") == 1:
+        return  # `{...}`: one row, counted by `check` (counting braces beats collecting them)
+    skeleton = "".join(_BRACE.findall(body))
+    if skeleton != _skeleton(shape.dims):
+        depth = max_depth = 0
+        for ch in skeleton:
+            depth += 1 if ch == "{" else -1
+            max_depth = max(max_depth, depth)
+        if max_depth > shape.rank:
+            raise LiteralError(f"expects nested array in rank {shape.rank}, but sees larger")
+        if max_depth < shape.rank:
+            raise LiteralError(f"expects nested array in rank {shape.rank}, but sees {max_depth}")
+        raise LiteralError(f"literal nesting does not match the dimensions {list(shape.dims)}")
+    # Rank 1 is one row, and `check` has already counted it.
+    if shape.rank >= 2 and shape.element_count > 0:
+        row_length = shape.dims[-1]
+        element = _ROW_COMPLEX if shape.element_type in COMPLEX_TYPES else _ELEMENT
+        for index, row in enumerate(_ROW.findall(body)):
+            # A split on separators counts plain numbers fast; parentheses need the regex.
+            count = len(element.findall(row)) if "(" in row else len(row.translate(SEPARATORS).split())
+            if count != row_length:
+                more = "more" if count > row_length else "fewer"
+                raise LiteralError(f"expects {row_length} elements in the [{index}]th element, but sees {more}")
+
+
+_BRACE = re.compile(r"[{}]")
+_ROW = re.compile(r"\{([^{}]*)\}")
+#: A complex element as a row count sees it: any parenthesised group.
+_ROW_COMPLEX = re.compile(r"\([^()]*\)")
+
+
+def _skeleton(dims: tuple[int, ...]) -> str:
+    """The braces alone of a well-nested literal: ``{{}{}}`` for dims (2, 3)."""
+    inner = ""
+    for dim in reversed(dims):
+        inner = "{" + inner * max(dim, 0) + "}"
+    return inner
 
 
 # ---------------------------------------------------------------------------
 # values: what XLA's literal parser refuses beyond the element count
 
-_FINITE_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
-_PAYLOAD_BITS = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52, "f8e5m2": 2, "f8e4m3": 3, "f8e3m4": 4}
+_FLOATS = [row for row in ROWS if row.kind is Kind.FLOAT]
+#: Explicit mantissa bits of the float types whose NaNs carry a payload.
+_PAYLOAD_BITS = {row.name: row.mantissa_bits for row in _FLOATS if row.nan_payload}
 #: Below 10**digits a value is finite in the type whatever its rounding: no conversion needed.
-_SAFE_DIGITS = {"f16": 4, "bf16": 38, "f32": 38, "f64": 308}
+_SAFE_DIGITS = {row.name: row.safe_digits for row in _FLOATS}
 #: Literal texts at least this long are scanned with numpy (`scan_numbers`); shorter ones are read by Python.
 _SCAN_FROM = 4096
-_TOKEN = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
 #: A whole token `inf`, `-inf`, `nan` or `-nan` (not `infinity`, not `nan(0x1)`).
 _WRITTEN_NON_FINITE = re.compile(r"(?<![^\s,{}])-?(?:inf|nan)(?![^\s,{}])")
 
@@ -222,18 +290,20 @@ def _check_values(body: str, shape: ArrayShape, scan: NumberScan | None) -> None
 
 
 def _integer_range(element_type: str) -> tuple[int, int]:
-    bits = int(element_type[1:])
-    if element_type[0] == "s":
-        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    row = BY_NAME[element_type]
     # XLA reads a negative u64 literal as the int64 bit pattern.
-    return (-(1 << 63) if element_type == "u64" else 0), (1 << bits) - 1
+    low = -(1 << 63) if element_type == "u64" else int(row.lowest)
+    return low, int(row.highest)
 
 
 def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> None:
     low, high = _integer_range(element_type)
     if (
-        scan is not None and not scan.fractional and not scan.non_finite
-        and scan.integer_digits < len(str(high)) and (low < 0 or not scan.negative)
+        scan is not None
+        and not scan.fractional
+        and not scan.non_finite
+        and scan.integer_digits < len(str(high))
+        and (low < 0 or not scan.negative)
     ):
         return  # every value has fewer digits than the largest one allowed
     fast = _c_numbers(body, np.int64) if element_type != "u64" and len(body) >= _SCAN_FROM else None
@@ -241,7 +311,7 @@ def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> No
         values = [int(fast.min()), int(fast.max())] if fast.size else []
     else:
         try:
-            values = [int(t) for t in _TOKEN.findall(body) if t not in ("true", "false")]
+            values = [int(t) for t in _ELEMENT.findall(body) if t not in ("true", "false")]
         except ValueError as err:
             raise LiteralError(f"expects integer literal values: {err}") from None
     for value in (min(values), max(values)) if values else ():
@@ -253,7 +323,7 @@ def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> No
 
 def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
     element_type = shape.element_type
-    part_type = {"c64": "f32", "c128": "f64"}.get(element_type, element_type)
+    part_type = COMPLEX_PARTS.get(element_type, element_type)
     safe_digits = _SAFE_DIGITS.get(part_type)
     if scan is not None and safe_digits is not None and scan.integer_digits + scan.exponent <= safe_digits:
         return  # every finite value is below 10**safe_digits (inf and nan are allowed)
@@ -270,7 +340,7 @@ def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None
             return
         tokens: list[str] = []
     else:
-        tokens = _TOKEN.findall(body)
+        tokens = _ELEMENT.findall(body)
     for token in tokens:
         if "(" in token:
             payload = int(token.split("(0x")[1].rstrip(")"), 16)
@@ -288,30 +358,29 @@ def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None
                 )
     if tokens:
         try:
-            numbers = np.array([t for t in tokens if "(" not in t and t not in ("nan", "-nan", "inf", "-inf")], dtype=np.float64)
+            numbers = np.array(
+                [t for t in tokens if "(" not in t and t not in ("nan", "-nan", "inf", "-inf")], dtype=np.float64
+            )
         except ValueError as err:
             raise LiteralError(f"expects number literal values: {err}") from None
     assert numbers is not None
     if numbers.size and not np.isfinite(numbers).all():
         raise LiteralError("Constant is out of range for double (+/-1.79769e+308) and so is unparsable.")
-    limit = _FINITE_MAX.get(part_type)
-    if limit is None and part_type != "f64":
-        import ml_dtypes
-
-        limit = float(ml_dtypes.finfo(numpy_dtype(part_type)).max)
-    if limit is not None and numbers.size:
-        # XLA rejects values that round past the largest finite value of the type.
-        with np.errstate(over="ignore"):
-            rounded = numbers.astype(numpy_dtype(part_type)).astype(np.float64)
-        if part_type in ("f16", "bf16", "f32"):
-            bad = np.flatnonzero(~np.isfinite(rounded) & np.isfinite(numbers))
-        else:
-            bad = np.flatnonzero(np.abs(numbers) > limit * 1.0625)
-        if bad.size:
-            raise LiteralError(
-                f"value {numbers[bad[0]]:g} is out of range for literal's primitive type {element_type.upper()} "
-                f"namely [{-limit:g}, {limit:g}]."
-            )
+    if part_type == "f64" or not numbers.size:
+        return  # a finite double is a finite f64
+    limit = BY_NAME[part_type].highest
+    # XLA rejects values that round past the largest finite value of the type.
+    with np.errstate(over="ignore"):
+        rounded = numbers.astype(numpy_dtype(part_type)).astype(np.float64)
+    if part_type in ("f16", "bf16", "f32"):
+        bad = np.flatnonzero(~np.isfinite(rounded) & np.isfinite(numbers))
+    else:
+        bad = np.flatnonzero(np.abs(numbers) > limit * 1.0625)
+    if bad.size:
+        raise LiteralError(
+            f"value {numbers[bad[0]]:g} is out of range for literal's primitive type {element_type.upper()} "
+            f"namely [{-limit:g}, {limit:g}]."
+        )
 
 
 def _python_floats(body: str) -> np.ndarray | None:
@@ -322,7 +391,7 @@ def _python_floats(body: str) -> np.ndarray | None:
         return None
 
 
-def _c_numbers(body: str, dtype: type) -> np.ndarray | None:
+def _c_numbers(body: str, dtype: type[np.int64 | np.float64]) -> np.ndarray | None:
     """All numbers of a long literal parsed in C, or None when it needs the careful path."""
     if "(" in body:
         return None
@@ -331,7 +400,7 @@ def _c_numbers(body: str, dtype: type) -> np.ndarray | None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         try:
-            return np.fromstring(body.translate(SEPARATORS), dtype=dtype, sep=" ")  # type: ignore[call-overload]
+            return np.fromstring(body.translate(SEPARATORS), dtype=dtype, sep=" ")
         except (ValueError, DeprecationWarning):
             return None
 
@@ -343,9 +412,8 @@ def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
         return np.array(tokens, dtype=np.float64).astype(dtype)
     values = np.array([t.split("(")[0] for t in tokens], dtype=np.float64).astype(dtype)
     bits_dtype = np.dtype(f"u{dtype.itemsize}")
-    mantissa_bits = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52, "f8e5m2": 2, "f8e4m3": 3, "f8e3m4": 4}
     bits = values.view(bits_dtype)
-    mask = (1 << mantissa_bits.get(element_type, 0)) - 1
+    mask = (1 << _PAYLOAD_BITS.get(element_type, 0)) - 1
     for i in payload_tokens:
         match = _NAN_PAYLOAD.fullmatch(tokens[i])
         if match is None:
@@ -371,11 +439,10 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
             flat = np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
         elif element_type in FLOAT_TYPES:
             flat = _decode_floats(tokens, element_type)
+        elif element_type == "u64":
+            flat = np.array([int(t) % (1 << 64) for t in tokens], dtype=np.uint64)
         else:
-            if element_type == "u64":
-                flat = np.array([int(t) % (1 << 64) for t in tokens], dtype=np.uint64)
-            else:
-                flat = np.array(tokens, dtype=np.int64).astype(dtype)
+            flat = np.array(tokens, dtype=np.int64).astype(dtype)
     if flat.size == 1 and shape.element_count != 1:
         padded = np.zeros(shape.element_count, dtype=dtype)
         padded[:1] = flat
@@ -395,19 +462,20 @@ def decode_literal(text: str, shape: Shape) -> LiteralValue:
         split = _split_tuple(strip_comments(part_text))
         return ((part, element) for (part, _), element in zip(split, part_shape.elements))
 
-    return fold_tree((text, shape), parts, lambda item: _decode_array(*item),  # type: ignore[arg-type]
-                     lambda _, values: tuple(values))
+    def leaf(item: tuple[str, Shape]) -> LiteralValue:
+        return _decode_array(item[0], _array_shape(item[1]))
+
+    def node(_: tuple[str, Shape], values: list[LiteralValue]) -> LiteralValue:
+        return tuple(values)
+
+    return fold_tree((text, shape), parts, leaf, node)
 
 
 # ---------------------------------------------------------------------------
 # formatting (xla/literal.cc and RoundTripFpToString in xla/util.cc)
 
-_MAX_DIGITS10 = {
-    "f16": 5, "bf16": 4, "f8e4m3": 3, "f8e4m3fn": 3, "f8e4m3fnuz": 3, "f8e4m3b11fnuz": 3,
-    "f8e3m4": 3, "f8e5m2": 2, "f8e5m2fnuz": 2, "f8e8m0fnu": 2, "f6e3m2fn": 2,
-    "f6e2m3fn": 3, "f4e2m1fn": 2,
-}
-_PAYLOAD_TYPES = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52, "f8e5m2": 2, "f8e4m3": 3, "f8e3m4": 4}
+#: ``%.*g`` precision of the narrow float types (f32 and f64 have their own rule).
+_MAX_DIGITS10 = {row.name: row.max_digits10 for row in _FLOATS}
 
 
 def format_float(value: Any, element_type: str) -> str:
@@ -417,9 +485,9 @@ def format_float(value: Any, element_type: str) -> str:
         dtype = numpy_dtype(element_type)
         bits = int(np.array(value, dtype=dtype).view(f"u{dtype.itemsize}"))
         # The sign bit is the storage's top bit (fnuz NaN is 0x80: "-nan"); e8m0 has none.
-        negative = element_type != "f8e8m0fnu" and bits >> (8 * dtype.itemsize - 1) & 1
+        negative = BY_NAME[element_type].sign_bit and bits >> (8 * dtype.itemsize - 1) & 1
         sign = "-" if negative else ""
-        mantissa = _PAYLOAD_TYPES.get(element_type)
+        mantissa = _PAYLOAD_BITS.get(element_type)
         if mantissa is not None:
             payload = bits & ((1 << mantissa) - 1)
             if payload != 1 << (mantissa - 1):
@@ -431,12 +499,12 @@ def format_float(value: Any, element_type: str) -> str:
         # XLA prints "-0", which its parser reads as the integer 0: "-0.0" keeps the sign.
         return "-0.0"
     if element_type == "f32":
-        text = "%.6g" % as_double
-        return text if np.float32(float(text)) == np.float32(as_double) else "%.9g" % as_double
+        text = f"{as_double:.6g}"
+        return text if np.float32(float(text)) == np.float32(as_double) else f"{as_double:.9g}"
     if element_type == "f64":
-        text = "%.15g" % as_double
-        return text if float(text) == as_double else "%.17g" % as_double
-    return "%.*g" % (_MAX_DIGITS10[element_type], as_double)
+        text = f"{as_double:.15g}"
+        return text if float(text) == as_double else f"{as_double:.17g}"
+    return f"{as_double:.{_MAX_DIGITS10[element_type]}g}"
 
 
 def _format_element(value: Any, element_type: str, scalar: bool) -> str:
@@ -445,7 +513,7 @@ def _format_element(value: Any, element_type: str, scalar: bool) -> str:
             return "true" if value else "false"
         return "1" if value else "0"
     if element_type in COMPLEX_TYPES:
-        part = "f32" if element_type == "c64" else "f64"
+        part = COMPLEX_PARTS[element_type]
         return f"({format_float(value.real, part)}, {format_float(value.imag, part)})"
     if element_type in FLOAT_TYPES:
         return format_float(value, element_type)
@@ -461,14 +529,18 @@ def _format_array(array: np.ndarray, element_type: str) -> str:
     dims = array.shape
     rank = len(dims)
     row = dims[-1]
-    rows = [
-        ("{ " + ", ".join(flat[i : i + row]) + " }") if row > 1 else ("{" + ", ".join(flat[i : i + row]) + "}")
-        for i in range(0, len(flat), row)
-    ] if row else ["{}"] * (len(flat) // max(row, 1))
+    rows = (
+        [
+            ("{ " + ", ".join(flat[i : i + row]) + " }") if row > 1 else ("{" + ", ".join(flat[i : i + row]) + "}")
+            for i in range(0, len(flat), row)
+        ]
+        if row
+        else ["{}"] * (len(flat) // max(row, 1))
+    )
     # Group rows into higher dimensions, innermost first.
     for level in range(rank - 2, -1, -1):
         size = dims[level]
-        grouped = []
+        grouped: list[str] = []
         for start in range(0, len(rows), max(size, 1)):
             chunk = rows[start : start + size]
             index = start // max(size, 1)
@@ -483,9 +555,12 @@ def _format_array(array: np.ndarray, element_type: str) -> str:
 def format_literal(value: LiteralValue, shape: Shape) -> str:
     """Literal text in XLA's one-line print style (tuples at any depth)."""
 
-    def leaf(item: tuple[LiteralValue, ArrayShape]) -> str:
-        array, array_shape = item
-        return _format_array(np.asarray(array, dtype=numpy_dtype(array_shape.element_type)), array_shape.element_type)
+    def leaf(item: tuple[object, Shape]) -> str:
+        element_type = _array_shape(item[1]).element_type
+        return _format_array(np.asarray(item[0], dtype=numpy_dtype(element_type)), element_type)
 
-    return fold_tree((value, shape), literal_parts, leaf,  # type: ignore[arg-type]
-                     lambda _, parts: "( " + ", ".join(parts) + " )")
+    def node(_: tuple[object, Shape], parts: list[str]) -> str:
+        return "( " + ", ".join(parts) + " )"
+
+    root: tuple[object, Shape] = (value, shape)
+    return fold_tree(root, literal_parts, leaf, node)

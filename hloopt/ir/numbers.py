@@ -9,6 +9,7 @@ and finds the most integer digits and the largest positive exponent, which
 bound every finite value's magnitude. Anything else (true, NaN payloads, odd
 spellings) makes it return None, and the caller takes its careful path.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,12 +37,20 @@ def _pair(first: int, second: int, digits: int) -> int:
 # Which neighbouring marks may follow each other.
 _ALLOWED = np.zeros(256, np.bool_)
 for _first, _second, _digits in [
-    (SEPARATOR, SEPARATOR, 0), (SEPARATOR, SEPARATOR, 1),  # between numbers; a number of digits only
+    (SEPARATOR, SEPARATOR, 0),
+    (SEPARATOR, SEPARATOR, 1),  # between numbers; a number of digits only
     (SEPARATOR, MINUS, 0),  # a leading minus sign
-    (SEPARATOR, POINT, 1), (SEPARATOR, EXPONENT, 1),  # integer digits, then a point or an exponent
-    (MINUS, SEPARATOR, 1), (MINUS, POINT, 1), (MINUS, EXPONENT, 1),
-    (POINT, SEPARATOR, 0), (POINT, SEPARATOR, 1), (POINT, EXPONENT, 1),  # `5.`, `5.25`, `5.25e3`
-    (EXPONENT, SEPARATOR, 1), (EXPONENT, EXPONENT_SIGN, 0), (EXPONENT_SIGN, SEPARATOR, 1),  # `e5`, `e-5`
+    (SEPARATOR, POINT, 1),
+    (SEPARATOR, EXPONENT, 1),  # integer digits, then a point or an exponent
+    (MINUS, SEPARATOR, 1),
+    (MINUS, POINT, 1),
+    (MINUS, EXPONENT, 1),
+    (POINT, SEPARATOR, 0),
+    (POINT, SEPARATOR, 1),
+    (POINT, EXPONENT, 1),  # `5.`, `5.25`, `5.25e3`
+    (EXPONENT, SEPARATOR, 1),
+    (EXPONENT, EXPONENT_SIGN, 0),
+    (EXPONENT_SIGN, SEPARATOR, 1),  # `e5`, `e-5`
 ]:
     _ALLOWED[_pair(_first, _second, _digits)] = True
 _STARTS_NUMBER = np.zeros(256, np.bool_)
@@ -116,14 +125,16 @@ def scan_numbers(body: str) -> NumberScan | None:
 def _words_as_digits(raw: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray | None, int]:
     """Classes with each whole-token `inf` or `nan` (a leading minus allowed) read as three digits,
     and how many there were; None when any other letter or symbol remains."""
-    starts = np.concatenate([
-        np.flatnonzero((raw[:-2] == a) & (raw[1:-1] == b) & (raw[2:] == c)) for a, b, c in (b"inf", b"nan")
-    ])
+    starts = np.concatenate(
+        [np.flatnonzero((raw[:-2] == a) & (raw[1:-1] == b) & (raw[2:] == c)) for a, b, c in (b"inf", b"nan")]
+    )
     if not starts.size:
         return None, 0
     padded = np.concatenate(([SEPARATOR], classes, [SEPARATOR]))  # padded[i + 1] is the class of byte i
     before, before_minus = padded[starts], padded[np.maximum(starts - 1, 0)]
-    whole = (padded[starts + 4] == SEPARATOR) & ((before == SEPARATOR) | ((before == MINUS) & (before_minus == SEPARATOR)))
+    whole = (padded[starts + 4] == SEPARATOR) & (
+        (before == SEPARATOR) | ((before == MINUS) & (before_minus == SEPARATOR))
+    )
     if not whole.all():
         return None, 0
     classes = classes.copy()

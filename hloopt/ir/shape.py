@@ -4,32 +4,48 @@ Shapes are small frozen values shared between instructions; the parser
 interns them by text, so a module with 100k instructions holds only a few
 hundred distinct Shape objects.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import zip_longest
-from typing import TypeVar, Union
+from typing import TypeAlias, TypeVar, cast
+
+# The element-type sets are the element-type table's, re-exported for the modules that read them with shapes.
+from hloopt.ir.element_types import (
+    COMPLEX_TYPES,
+    FLOAT_TYPES,
+    INT_TYPES,
+    PRIMITIVE_TYPES,
+    SIGNED_INT_TYPES,
+    UNSIGNED_INT_TYPES,
+)
+
+__all__ = [
+    "COMPLEX_TYPES",
+    "FLOAT_TYPES",
+    "INT_TYPES",
+    "PRIMITIVE_TYPES",
+    "SIGNED_INT_TYPES",
+    "UNBOUNDED",
+    "UNSIGNED_INT_TYPES",
+    "ArrayShape",
+    "BufferShape",
+    "Layout",
+    "Shape",
+    "TupleShape",
+    "default_layout",
+    "fold_tree",
+    "leaf_shapes",
+    "literal_parts",
+    "map_leaves",
+    "tuple_elements",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-#: Every primitive type name XLA's text format knows (``xla_data.proto``).
-PRIMITIVE_TYPES: frozenset[str] = frozenset(
-    """pred s1 s2 s4 s8 s16 s32 s64 u1 u2 u4 u8 u16 u32 u64 f16 f32 bf16 f64
-    f8e5m2 f8e4m3 f8e4m3fn f8e4m3b11fnuz f8e3m4 f8e5m2fnuz f8e4m3fnuz f8e8m0fnu
-    f6e3m2fn f6e2m3fn f4e2m1fn c64 c128 token opaque""".split()
-)
-
-FLOAT_TYPES: frozenset[str] = frozenset(
-    """f16 f32 bf16 f64 f8e5m2 f8e4m3 f8e4m3fn f8e4m3b11fnuz f8e3m4 f8e5m2fnuz
-    f8e4m3fnuz f8e8m0fnu f6e3m2fn f6e2m3fn f4e2m1fn""".split()
-)
-SIGNED_INT_TYPES: frozenset[str] = frozenset("s1 s2 s4 s8 s16 s32 s64".split())
-UNSIGNED_INT_TYPES: frozenset[str] = frozenset("u1 u2 u4 u8 u16 u32 u64".split())
-INT_TYPES: frozenset[str] = SIGNED_INT_TYPES | UNSIGNED_INT_TYPES
-COMPLEX_TYPES: frozenset[str] = frozenset({"c64", "c128"})
 
 #: Marks an unbounded (``?``) dimension in `ArrayShape.dims`.
 UNBOUNDED = -1
@@ -77,15 +93,6 @@ class ArrayShape:
 
     def to_text(self, with_layout: bool = True) -> str:
         return _array_text(self, with_layout)
-
-    def _build_text(self, with_layout: bool) -> str:
-        dims = ",".join(_dim_text(d, dyn) for d, dyn in zip(self.dims, self.dynamic))
-        text = f"{self.element_type}[{dims}]"
-        if with_layout and self.layout is not None:
-            layout = self.layout.to_text()
-            if layout != "{}":
-                text += layout
-        return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +146,19 @@ class BufferShape:
         return f"b({self.shape.to_text(with_layout)})"
 
 
-Shape = Union[ArrayShape, TupleShape, BufferShape]
+Shape: TypeAlias = ArrayShape | TupleShape | BufferShape
 
 
 @lru_cache(maxsize=8192)
 def _array_text(shape: ArrayShape, with_layout: bool) -> str:
     """Shapes repeat across a module: each distinct one is spelled once."""
-    return shape._build_text(with_layout)
+    dims = ",".join(_dim_text(d, dyn) for d, dyn in zip(shape.dims, shape.dynamic))
+    text = f"{shape.element_type}[{dims}]"
+    if with_layout and shape.layout is not None:
+        layout = shape.layout.to_text()
+        if layout != "{}":
+            text += layout
+    return text
 
 
 def _dim_text(dim: int, dynamic: bool) -> str:
@@ -181,7 +194,11 @@ def _structure(shape: TupleShape) -> Iterator[object]:
             yield current
 
 
-_END = object()
+class _End:
+    """The end-of-children marker of `fold_tree` (a class, so the type checker can tell it from an item)."""
+
+
+_END = _End()
 
 
 def fold_tree(
@@ -203,18 +220,18 @@ def fold_tree(
     while True:
         item, pending, done = stack[-1]
         child = next(pending, _END)
-        if child is _END:
+        if isinstance(child, _End):
             stack.pop()
             value = node(item, done)
             if not stack:
                 return value
             stack[-1][2].append(value)
             continue
-        grandchildren = children(child)  # type: ignore[arg-type]
+        grandchildren = children(child)
         if grandchildren is None:
-            done.append(leaf(child))  # type: ignore[arg-type]
+            done.append(leaf(child))
         else:
-            stack.append((child, iter(grandchildren), []))  # type: ignore[arg-type]
+            stack.append((child, iter(grandchildren), []))
 
 
 def tuple_elements(shape: Shape) -> tuple[Shape, ...] | None:
@@ -228,7 +245,7 @@ def literal_parts(item: tuple[object, Shape]) -> Iterator[tuple[object, Shape]] 
     if not isinstance(shape, TupleShape):
         return None
     assert isinstance(value, tuple)
-    return zip(value, shape.elements)
+    return zip(cast("tuple[object, ...]", value), shape.elements)
 
 
 def map_leaves(shape: Shape, fn: Callable[[ArrayShape], ArrayShape]) -> Shape:
@@ -238,7 +255,8 @@ def map_leaves(shape: Shape, fn: Callable[[ArrayShape], ArrayShape]) -> Shape:
         if isinstance(current, BufferShape):
             inner = fn(current.shape)
             return current if inner is current.shape else BufferShape(inner)
-        return fn(current)  # type: ignore[arg-type]
+        assert isinstance(current, ArrayShape)  # `fold_tree` calls `leaf` only for non-tuples
+        return fn(current)
 
     def node(current: Shape, elements: list[Shape]) -> Shape:
         assert isinstance(current, TupleShape)

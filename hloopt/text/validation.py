@@ -6,26 +6,19 @@ async chain that does not line up, … hloopt refuses the same texts, so a user
 learns at parse time, with a location, what XLA would reject later. The checks
 work on the IR only; the parser turns an `InvalidHlo` into a located error.
 """
+
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from functools import lru_cache
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from hloopt.ir.literal import SEPARATORS as _SEPARATORS
+from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
-from hloopt.ir.shape import (
-    COMPLEX_TYPES,
-    UNBOUNDED,
-    ArrayShape,
-    BufferShape,
-    Shape,
-    TupleShape,
-    leaf_shapes,
-)
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, allowed_attributes, base_opcode
+from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
 
 @dataclass(frozen=True)
@@ -41,115 +34,28 @@ class InvalidHlo(Exception):
         return self.message
 
 
-OPCODES: frozenset[str] = frozenset(
-    """abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
-    all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
-    async-update atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
-    bitcast-convert broadcast call cbrt ceil cholesky clamp count-leading-zeros
-    collective-broadcast collective-permute collective-permute-done collective-permute-start
-    compare complex concatenate conditional constant convert convolution copy copy-done
-    copy-start cosine cosh custom-call divide domain dot dynamic-reshape dynamic-slice
-    dynamic-update-slice erf exponential exponential-minus-one fft floor fusion gather
-    get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic
-    map maximum minimum mulhi multiply negate not opt-barrier or outfeed pad parameter
-    partition-id popcnt power ragged-all-to-all ragged-dot real recv recv-done reduce
-    reduce-precision reduce-scatter reduce-window remainder replica-id reshape reverse rng
-    rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt
-    scaled-dot scan scatter select select-and-scatter send send-done set-dimension-size
-    shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sort sqrt
-    stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor""".split()
-)
-#: Opcodes with native start/done pairs: no `<op>-start` sugar for these.
-_NATIVE_ASYNC = frozenset({"all-gather", "all-reduce", "collective-permute", "copy", "recv", "send"})
-_ASYNC_SUFFIXES = ("-start", "-update", "-done")
-
-_GENERIC = frozenset(
-    """sharding frontend_attributes statistics parameter_replication control-predecessors
-    origin metadata backend_config""".split()
-)
-_DOT_DIMS = "lhs_batch_dims lhs_contracting_dims rhs_batch_dims rhs_contracting_dims operand_precision"
-_COLLECTIVE = "replica_groups channel_id constrain_layout use_global_device_ids"
-_ACCURACY_OPS = """acos acosh asin asinh atanh cbrt cosine cosh erf exponential exponential-minus-one
-    log log-plus-one logistic rsqrt sine sinh sqrt tan tanh""".split()
-
-_SPECIFIC: dict[str, str] = {
-    **{op: "result_accuracy" for op in _ACCURACY_OPS},
-    "compare": "direction type",
-    "iota": "iota_dimension",
-    "topk": "k largest",
-    "all-gather": f"dimensions {_COLLECTIVE}",
-    "all-gather-start": f"dimensions {_COLLECTIVE}",
-    "all-reduce": f"to_apply mode {_COLLECTIVE}",
-    "all-reduce-start": f"to_apply mode {_COLLECTIVE}",
-    "reduce-scatter": f"to_apply dimensions mode {_COLLECTIVE}",
-    "all-to-all": "replica_groups channel_id dimensions constrain_layout",
-    "ragged-all-to-all": "replica_groups channel_id dimensions",
-    "collective-broadcast": "replica_groups channel_id",
-    "collective-permute": "source_target_pairs channel_id slice_sizes",
-    "collective-permute-start": "source_target_pairs channel_id slice_sizes",
-    "copy-start": "cross_program_prefetch_index output_to_operand_aliasing",
-    "reshape": "inferred_dimension",
-    "sort": "dimensions to_apply is_stable",
-    "get-tuple-element": "index",
-    "while": "condition body",
-    "call": "to_apply is_composite",
-    "conditional": "true_computation false_computation branch_computations",
-    "map": "to_apply dimensions",
-    "reduce": "dimensions to_apply",
-    "reduce-window": "window to_apply",
-    "select-and-scatter": "select scatter window",
-    "scan": "to_apply dimensions num_carries is_reverse is_associative",
-    "reverse": "dimensions",
-    "transpose": "dimensions",
-    "broadcast": "dimensions",
-    "concatenate": "dimensions",
-    "slice": "slice",
-    "dynamic-slice": "dynamic_slice_sizes",
-    "pad": "padding",
-    "batch-norm-training": "epsilon feature_index",
-    "batch-norm-inference": "epsilon feature_index",
-    "batch-norm-grad": "epsilon feature_index",
-    "fft": "fft_type fft_length",
-    "triangular-solve": "left_side lower unit_diagonal transpose_a",
-    "cholesky": "lower",
-    "reduce-precision": "exponent_bits mantissa_bits",
-    "rng": "distribution",
-    "rng-get-and-update-state": "delta",
-    "rng-bit-generator": "algorithm",
-    "infeed": "infeed_config",
-    "outfeed": "outfeed_shape outfeed_config",
-    "send": "channel_id is_host_transfer",
-    "send-done": "channel_id is_host_transfer",
-    "recv": "channel_id is_host_transfer",
-    "recv-done": "channel_id is_host_transfer",
-    "fusion": "kind calls output_to_operand_aliasing",
-    "custom-call": """custom_call_target window dim_labels feature_group_count batch_group_count
-        operand_layout_constraints custom_call_has_side_effect to_apply called_computations
-        output_to_operand_aliasing padding_type literal operand_precision schedule api_version""",
-    "convolution": "dim_labels window feature_group_count batch_group_count convolution_kind operand_precision sparsity_config",
-    "dot": f"{_DOT_DIMS} algorithm sparsity",
-    "ragged-dot": f"{_DOT_DIMS} lhs_ragged_dims rhs_group_dims",
-    "scaled-dot": f"{_DOT_DIMS} algorithm",
-    "gather": """offset_dims collapsed_slice_dims start_index_map operand_batching_dims
-        start_indices_batching_dims index_vector_dim slice_sizes indices_are_sorted""",
-    "scatter": """update_window_dims inserted_window_dims scatter_dims_to_operand_dims input_batching_dims
-        scatter_indices_batching_dims index_vector_dim to_apply indices_are_sorted unique_indices""",
-    "domain": "domain",
-    "get-dimension-size": "dimensions",
-    "set-dimension-size": "dimensions",
-    "async-start": "calls async_execution_thread output_to_operand_aliasing",
-    "async-update": "calls async_execution_thread",
-    "async-done": "calls async_execution_thread",
-}
-
 MODULE_ATTRIBUTES: frozenset[str] = frozenset(
-    """is_scheduled replica_count num_partitions input_output_alias buffer_donor
-    alias_passthrough_params entry_computation_layout frontend_attributes
-    allow_spmd_sharding_propagation_to_parameters allow_spmd_sharding_propagation_to_output
-    origin_recovery_table""".split()
+    [
+        "is_scheduled",
+        "replica_count",
+        "num_partitions",
+        "input_output_alias",
+        "buffer_donor",
+        "alias_passthrough_params",
+        "entry_computation_layout",
+        "frontend_attributes",
+        "allow_spmd_sharding_propagation_to_parameters",
+        "allow_spmd_sharding_propagation_to_output",
+        "origin_recovery_table",
+    ]
 )
 
-_API_VERSIONS = {"API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"}
+_API_VERSIONS = {
+    "API_VERSION_ORIGINAL",
+    "API_VERSION_STATUS_RETURNING",
+    "API_VERSION_STATUS_RETURNING_UNIFIED",
+    "API_VERSION_TYPED_FFI",
+}
 _DIRECTIONS = {"EQ", "NE", "GE", "GT", "LE", "LT"}
 _INT = re.compile(r"-?\d{1,18}")
 _PADDING = re.compile(r"-?\d+_-?\d+(_\d+)?(x-?\d+_-?\d+(_\d+)?)*")
@@ -158,29 +64,6 @@ _ALIAS_ENTRY = re.compile(
     rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
 )
 _DONOR_ENTRY = re.compile(rf"\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*\)\s*")
-
-
-def base_opcode(opcode: str) -> tuple[str, str | None]:
-    """Split async sugar: ``custom-call-start`` → (``custom-call``, ``-start``)."""
-    if opcode in OPCODES:
-        return opcode, None
-    for suffix in _ASYNC_SUFFIXES:
-        if opcode.endswith(suffix):
-            base = opcode[: -len(suffix)]
-            if base in OPCODES and base not in _NATIVE_ASYNC and not base.startswith("async-"):
-                return base, suffix
-    raise KeyError(opcode)
-
-
-@lru_cache(maxsize=None)
-def allowed_attributes(opcode: str) -> frozenset[str]:
-    base, suffix = base_opcode(opcode)
-    names = set(_GENERIC) | set(_SPECIFIC.get(base, "").split())
-    if suffix is not None:
-        names |= {"async_execution_thread", "output_to_operand_aliasing"}
-        if suffix != "-start":
-            names = set(_GENERIC) | {"async_execution_thread"}
-    return frozenset(names)
 
 
 ShapeParser = Callable[[str], Shape]
@@ -262,7 +145,7 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> No
         _check_sharding(instruction)
     if "replica_groups" in instruction.attributes:
         _check_iota_replica_groups(instruction)
-    if base.startswith("async-") or suffix is not None:
+    if base in ASYNC_WRAPPERS or suffix is not None:
         _check_async(instruction, base, suffix)
     if "result_accuracy" in instruction.attributes:
         _check_result_accuracy(instruction)
@@ -274,9 +157,10 @@ def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
     if shape is None:
         return
     for leaf in leaf_shapes(shape):
-        tail = leaf.layout.tail if leaf.layout is not None else ""
-        if "P(" in tail:
-            raise _fail(instruction, f"Layout has physical shape, but is not for a sparse array: {leaf.layout.to_text()}")  # type: ignore[union-attr]
+        layout = leaf.layout
+        tail = layout.tail if layout is not None else ""
+        if layout is not None and "P(" in tail:
+            raise _fail(instruction, f"Layout has physical shape, but is not for a sparse array: {layout.to_text()}")
         dim_levels = re.match(r"D\(([^)]*)\)", tail)
         if dim_levels:
             for item in dim_levels.group(1).split(","):
@@ -308,7 +192,9 @@ def compatible(a: Shape, b: Shape) -> bool:
 
 def _require_operands(instruction: Instruction, minimum: int) -> None:
     if len(instruction.operands) < minimum:
-        raise _fail(instruction, f"{instruction.opcode} expects at least {minimum} operand(s), got {len(instruction.operands)}")
+        raise _fail(
+            instruction, f"{instruction.opcode} expects at least {minimum} operand(s), got {len(instruction.operands)}"
+        )
 
 
 def _check_one_dimension(instruction: Instruction) -> None:
@@ -353,7 +239,9 @@ def _check_conditional(instruction: Instruction) -> None:
         if selector.element_type not in ("pred", "s32"):
             raise _fail(instruction, "The first operand must be a scalar of PRED or S32")
         if selector.element_type == "pred" and "branch_computations" in instruction.attributes:
-            raise _fail(instruction, 'unexpected attribute "branch_computations" for a PRED selector', "branch_computations")
+            raise _fail(
+                instruction, 'unexpected attribute "branch_computations" for a PRED selector', "branch_computations"
+            )
         if selector.element_type == "s32" and "true_computation" in instruction.attributes:
             raise _fail(instruction, 'unexpected attribute "true_computation" for an S32 selector', "true_computation")
     branches = instruction.attributes.get("branch_computations")
@@ -366,13 +254,12 @@ def _check_reshape(instruction: Instruction) -> None:
     result, operand = _array(instruction.shape), _array(instruction.operands[0].shape)
     if result is None or operand is None:
         return
-    if instruction.opcode == "dynamic-reshape":
-        if len(instruction.operands) - 1 != result.rank:
-            raise _fail(
-                instruction,
-                f"expects one dim size operand per result dimension; got {len(instruction.operands) - 1} "
-                f"for {result.rank} result dimensions",
-            )
+    if instruction.opcode == "dynamic-reshape" and len(instruction.operands) - 1 != result.rank:
+        raise _fail(
+            instruction,
+            f"expects one dim size operand per result dimension; got {len(instruction.operands) - 1} "
+            f"for {result.rank} result dimensions",
+        )
     unbounded = UNBOUNDED in result.dims or UNBOUNDED in operand.dims
     if result.element_count != operand.element_count and not unbounded:
         raise _fail(
@@ -420,9 +307,8 @@ def _check_window(instruction: Instruction) -> None:
     size = fields.get("size")
     count = len(size.split("x")) if size else 0
     for key, field in fields.items():
-        if key == "pad":
-            if not _PADDING.fullmatch(field) or any(len(p.split("_")) != 2 for p in field.split("x")):
-                raise _fail(instruction, "expects padding_low and padding_high separated by '_'", "window")
+        if key == "pad" and (not _PADDING.fullmatch(field) or any(len(p.split("_")) != 2 for p in field.split("x"))):
+            raise _fail(instruction, "expects padding_low and padding_high separated by '_'", "window")
         if size and len(field.split("x")) != count:
             raise _fail(instruction, f"window {key} has {len(field.split('x'))} entries, size has {count}", "window")
     labels = instruction.attributes.get("dim_labels")
@@ -483,7 +369,9 @@ def _check_sharding(instruction: Instruction) -> None:
         if devices.startswith("<="):
             iota = re.match(r"<=\[([\d,]+)\]", devices)
             if iota and math.prod(_dims(iota.group(1))) != product:
-                raise _fail(instruction, "iota device list does not match the tile assignment dimensions product", "sharding")
+                raise _fail(
+                    instruction, "iota device list does not match the tile assignment dimensions product", "sharding"
+                )
         elif devices and len(devices.split(",")) != product:
             raise _fail(instruction, "device list does not match the tile assignment size", "sharding")
 
@@ -496,7 +384,11 @@ def _check_iota_replica_groups(instruction: Instruction) -> None:
             outer = math.prod(_dims(match.group(1)))
             inner = math.prod(_dims(match.group(2)))
             if outer != inner:
-                raise _fail(instruction, "replica group iota does not match the tile assignment dimensions product", "replica_groups")
+                raise _fail(
+                    instruction,
+                    "replica group iota does not match the tile assignment dimensions product",
+                    "replica_groups",
+                )
 
 
 def _check_result_accuracy(instruction: Instruction) -> None:
@@ -504,15 +396,21 @@ def _check_result_accuracy(instruction: Instruction) -> None:
     mode = re.fullmatch(r"\{\s*mode\s*=\s*(\w+)\s*\}", value)
     if mode:
         if mode.group(1).lower() not in ("default", "highest"):
-            raise _fail(instruction, f"expects ResultAccuracy type but sees: {mode.group(1)}, error: Unknown accuracy mode", "result_accuracy")
+            raise _fail(
+                instruction,
+                f"expects ResultAccuracy type but sees: {mode.group(1)}, error: Unknown accuracy mode",
+                "result_accuracy",
+            )
         return
     tolerance = re.fullmatch(r"\{\s*tolerance\s*=\s*\{(.*)\}\s*\}", value, re.S)
     if tolerance is None:
-        raise _fail(instruction, "expects attribute name in result_accuracy={mode=…} or {tolerance={…}}", "result_accuracy")
+        raise _fail(
+            instruction, "expects attribute name in result_accuracy={mode=…} or {tolerance={…}}", "result_accuracy"
+        )
     for key, number in re.findall(r"(\w+)\s*=\s*([^,\s}]+)", tolerance.group(1)):
         if key not in ("atol", "rtol", "ulps"):
             raise _fail(instruction, f"invalid attribute name: {key}", "result_accuracy")
-        if key == "ulps" and float(number) < 0 or key != "ulps" and float(number) < 0:
+        if (key == "ulps" and float(number) < 0) or (key != "ulps" and float(number) < 0):
             raise _fail(instruction, f"negative tolerance {key}={number}", "result_accuracy")
 
 
@@ -522,8 +420,13 @@ def _check_async(instruction: Instruction, base: str, suffix: str | None) -> Non
     if is_start:
         if shape is None:
             return
-        if not (isinstance(shape, TupleShape) and len(shape.elements) >= 2 and isinstance(shape.elements[0], TupleShape)):
-            raise _fail(instruction, "AsyncStart expects the op shape to be in the form of ((async-operands), async-outputs, state).")
+        if not (
+            isinstance(shape, TupleShape) and len(shape.elements) >= 2 and isinstance(shape.elements[0], TupleShape)
+        ):
+            raise _fail(
+                instruction,
+                "AsyncStart expects the op shape to be in the form of ((async-operands), async-outputs, state).",
+            )
         return
     if len(instruction.operands) != 1:
         raise _fail(instruction, "AsyncUpdate and AsyncDone expect a single async op as their operand.")
@@ -539,14 +442,21 @@ def _check_async(instruction: Instruction, base: str, suffix: str | None) -> Non
         raise _fail(instruction, f"Expect async wrapped opcode to be {operand_base}, but got {base}")
     if suffix is None and operand_suffix is not None:
         raise _fail(instruction, f"Expect async wrapped opcode to be {operand_base}, but got {instruction.opcode}")
-    if instruction.opcode.endswith("update") and shape is not None and operand.shape is not None and not compatible(shape, operand.shape):
+    if (
+        instruction.opcode.endswith("update")
+        and shape is not None
+        and operand.shape is not None
+        and not compatible(shape, operand.shape)
+    ):
         raise _fail(instruction, "AsyncUpdate expects the op shape to be the same as the operand shape.")
     start = operand
     while start.opcode.endswith("update") and start.operands:
         start = start.operands[0]
     calls, operand_calls = instruction.attributes.get("calls"), start.attributes.get("calls")
     if isinstance(calls, Computation) and isinstance(operand_calls, Computation) and calls is not operand_calls:
-        raise _fail(instruction, f"Expect async_wrapped_computation to be {operand_calls.name}, but got {calls.name}", "calls")
+        raise _fail(
+            instruction, f"Expect async_wrapped_computation to be {operand_calls.name}, but got {calls.name}", "calls"
+        )
     thread = instruction.attributes.get("async_execution_thread")
     operand_thread = operand.attributes.get("async_execution_thread", '"main"')
     if thread is not None and thread != operand_thread:
@@ -584,73 +494,11 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
 }
 
 
-# -- literals ------------------------------------------------------------------
-
-
-
 def _check_literal(instruction: Instruction) -> None:
+    """Brace nesting of a constant (its counts and values were checked as it was parsed)."""
     literal = instruction.literal
     assert literal is not None
-    if literal.is_elided:
-        return
-    for text, shape in _literal_parts(literal.plain_text, literal.shape):
-        _check_nesting(instruction, text, shape)
-
-
-def _literal_parts(text: str, shape: Shape) -> list[tuple[str, ArrayShape]]:
-    if isinstance(shape, TupleShape):
-        body = text.strip()
-        parts = [p for p in _split_top(body[1:-1])] if body.startswith("(") else []
-        out: list[tuple[str, ArrayShape]] = []
-        for part, element in zip(parts, shape.elements):
-            out.extend(_literal_parts(part, element))
-        return out
-    if isinstance(shape, ArrayShape) and shape.element_type not in ("token", "opaque"):
-        return [(text, shape)]
-    return []
-
-
-def _check_nesting(instruction: Instruction, text: str, shape: ArrayShape) -> None:
-    body = text.strip()
-    if not body.startswith("{"):
-        if shape.rank and body.startswith(("(",)) and shape.element_type not in COMPLEX_TYPES:
-            raise _fail(instruction, f"expects nested array in rank {shape.rank}, but sees a tuple")
-        return  # a bare scalar: XLA accepts it even for arrays (it pads with zeros)
-    if shape.rank == 0:
-        raise _fail(instruction, "expects a scalar literal, but sees an array")
-    if shape.rank == 1 and body.endswith("}") and body.count("{") == 1 and body.count("}") == 1:
-        return  # `{...}`: one row, counted at parse (counting braces beats collecting them)
-    skeleton = "".join(_BRACE.findall(body))
-    expected = _skeleton(shape.dims)
-    if skeleton != expected:
-        depth = max_depth = 0
-        for ch in skeleton:
-            depth += 1 if ch == "{" else -1
-            max_depth = max(max_depth, depth)
-        if max_depth > shape.rank:
-            raise _fail(instruction, f"expects nested array in rank {shape.rank}, but sees larger")
-        if max_depth < shape.rank:
-            raise _fail(instruction, f"expects nested array in rank {shape.rank}, but sees {max_depth}")
-        raise _fail(instruction, f"literal nesting does not match the dimensions {list(shape.dims)}")
-    # Rank 1 is one row, and Literal.check (run at parse) has already counted it.
-    if shape.rank >= 2 and shape.element_count > 0:
-        row_length = shape.dims[-1]
-        element = r"\([^()]*\)" if shape.element_type in COMPLEX_TYPES else r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+"
-        for index, row in enumerate(_ROW.findall(body)):
-            # A split on separators counts plain numbers fast; parentheses need the regex.
-            count = len(re.findall(element, row)) if "(" in row else len(row.translate(_SEPARATORS).split())
-            if count != row_length:
-                more = "more" if count > row_length else "fewer"
-                raise _fail(instruction, f"expects {row_length} elements in the [{index}]th element, but sees {more}")
-
-
-_BRACE = re.compile(r"[{}]")
-_ROW = re.compile(r"\{([^{}]*)\}")
-
-
-def _skeleton(dims: tuple[int, ...]) -> str:
-    """The braces alone of a well-nested literal: ``{{}{}}`` for dims (2, 3)."""
-    inner = ""
-    for dim in reversed(dims):
-        inner = "{" + inner * max(dim, 0) + "}"
-    return inner
+    try:
+        literal.check_nesting()
+    except LiteralError as err:
+        raise _fail(instruction, str(err)) from None

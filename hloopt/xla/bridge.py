@@ -8,6 +8,7 @@ converter), so `isolated_map` runs calls in long-lived worker processes
 (``python -m hloopt.xla.bridge``) and turns a dead worker into an `XlaCrash`
 for exactly the call it was running, then restarts the worker.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from hloopt.errors import HloError
-from hloopt.ir.literal import LiteralError, numpy_dtype
+from hloopt.ir.element_types import BY_CODE, NoNumpyType, numpy_dtype
 from hloopt.ir.shape import ArrayShape
 
 #: The stages a module goes through, in order; an `XlaError` names the one that failed.
@@ -102,7 +103,7 @@ def _leaf_shapes(shape: Any) -> list[ArrayShape]:
         return [ArrayShape("token")]
     dims = tuple(shape.dimensions())
     dynamic = tuple(shape.is_dynamic_dimension(i) for i in range(len(dims)))
-    return [ArrayShape(shape.xla_element_type().name.lower(), dims, dynamic)]
+    return [ArrayShape(BY_CODE[int(shape.xla_element_type().value)].name, dims, dynamic)]
 
 
 def host_spec(shape: ArrayShape) -> tuple[tuple[int, ...], np.dtype]:
@@ -111,7 +112,7 @@ def host_spec(shape: ArrayShape) -> tuple[tuple[int, ...], np.dtype]:
         return (0,), np.dtype(np.bool_)
     try:
         return shape.dims, numpy_dtype(shape.element_type)
-    except LiteralError as err:
+    except NoNumpyType as err:
         raise XlaError("execute", f"{shape.to_text()}: {err}") from None
 
 
@@ -165,8 +166,10 @@ def _compile_cached(text: str) -> Executable:
     """Compiling twice gives the same code, so `compare(m, m)` compiles once."""
     import jaxlib._hlo as hlo
     from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib import _jax
-    from jax._src.lib.mlir import ir
+
+    # jax offers the compiler client and the MLIR context only under _src (no public spelling).
+    from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
+    from jax._src.lib.mlir import ir  # pyright: ignore[reportPrivateImportUsage]
 
     module = _parse(text)
     proto = module.as_serialized_hlo_module_proto()
@@ -243,10 +246,17 @@ class _Zygote:
 
     def __init__(self) -> None:
         self._socket, theirs = socket.socketpair()
-        env = {**os.environ, "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        env = {
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        }
         self._process = subprocess.Popen(
             [sys.executable, "-m", "hloopt.xla.bridge", "--zygote", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            env=env,
         )
         theirs.close()
         self._lock = threading.Lock()
@@ -320,7 +330,7 @@ class _Worker:
 
     def __init__(self, zygote: _Zygote) -> None:
         self._zygote = zygote
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- lives as long as the worker; `close` closes it
         self._pid, request, self._replies = zygote.spawn(self._stderr.fileno())
         self._requests = os.fdopen(request, "wb")
         self._returncode: int | None = None
@@ -504,7 +514,7 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    from hloopt.xla import bridge as xla_bridge
+    from hloopt.xla import bridge as xla_bridge  # noqa: PLW0406 -- see below
 
     # The imported module, not __main__, so pickled classes resolve to hloopt.xla.bridge.*
     xla_bridge._zygote_serve(int(sys.argv[2]))

@@ -5,6 +5,7 @@ parameters flattened, as PJRT takes them), so what runs is exactly what XLA
 understood. `compare` measures what a rewrite did to the numbers, like XLA's
 ``run_hlo_module --reference_platform``: module A is the reference.
 """
+
 from __future__ import annotations
 
 import io
@@ -15,15 +16,16 @@ import warnings
 import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache, partial
-from typing import Any, Union
+from functools import cache, partial
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from hloopt.errors import HloError
-from hloopt.support.fileio import write_atomic
 from hloopt.ir import Module
-from hloopt.ir.shape import ArrayShape, PRIMITIVE_TYPES
+from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
+from hloopt.ir.shape import ArrayShape
+from hloopt.support.fileio import write_atomic
 from hloopt.xla.bridge import Executable, XlaError, compile_cpu, host_spec, isolated_call
 
 DEFAULT_RTOL = 1e-5
@@ -31,7 +33,7 @@ DEFAULT_ATOL = 1e-8
 #: Inputs plus outputs above this are refused before anything is allocated.
 DEFAULT_MAX_BYTES = 1 << 30
 
-ModuleLike = Union[Module, str]
+ModuleLike: TypeAlias = Module | str
 
 
 class ExecutionError(HloError):
@@ -98,7 +100,7 @@ def _wide(array: np.ndarray) -> np.ndarray:
 def _same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise: equal value and sign (so -0 ≠ +0), or both NaN."""
     wa, wb = _wide(a), _wide(b)
-    return ((wa == wb) & (np.signbit(wa.real) == np.signbit(wb.real))) | (np.isnan(wa) & np.isnan(wb))
+    return ((wa == wb) & (np.signbit(np.real(wa)) == np.signbit(np.real(wb)))) | (np.isnan(wa) & np.isnan(wb))
 
 
 def convert_exact(array: np.ndarray, leaf: ArrayShape, label: str) -> np.ndarray:
@@ -150,9 +152,7 @@ def _check_runnable(executables: Sequence[Executable], max_bytes: int) -> None:
         )
 
 
-def _prepare(
-    executable: Executable, inputs: Sequence[np.ndarray] | None, seed: int
-) -> list[np.ndarray]:
+def _prepare(executable: Executable, inputs: Sequence[np.ndarray] | None, seed: int) -> list[np.ndarray]:
     if inputs is None:
         return random_inputs(executable.parameters, seed)
     _check_count(executable, inputs)
@@ -260,8 +260,16 @@ class CompareReport:
             {**asdict(output), "within_tolerance": output.within_tolerance, "elements": output.elements}
             for output in self.outputs
         ]
-        return _json_safe({"ok": self.ok, "bit_identical": self.bit_identical, "rtol": self.rtol,
-                           "atol": self.atol, "seed": self.seed, "outputs": outputs})
+        return _json_safe(
+            {
+                "ok": self.ok,
+                "bit_identical": self.bit_identical,
+                "rtol": self.rtol,
+                "atol": self.atol,
+                "seed": self.seed,
+                "outputs": outputs,
+            }
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -274,7 +282,9 @@ class CompareReport:
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
         over = sum(not output.within_tolerance for output in self.outputs)
         inputs = "given inputs" if self.seed is None else f"seed={self.seed}"
-        verdict = "all outputs within tolerance" if over == 0 else f"{over} of {len(self.outputs)} outputs over tolerance"
+        verdict = (
+            "all outputs within tolerance" if over == 0 else f"{over} of {len(self.outputs)} outputs over tolerance"
+        )
         lines.append(f"{verdict} (rtol={self.rtol:g}, atol={self.atol:g}, {inputs})")
         return "\n".join(lines)
 
@@ -284,9 +294,15 @@ def _row(output: OutputComparison) -> tuple[str, ...]:
     ulp = "-" if output.max_ulp is None else f"{output.max_ulp} ({output.ulp_type})"
     worst = "-" if output.worst_index is None else f"{list(output.worst_index)}: {output.worst_a} vs {output.worst_b}"
     return (
-        str(output.index), str(list(output.shape)), types, "yes" if output.bit_identical else "no",
-        f"{output.max_abs_err:.3g}", f"{output.max_rel_err:.3g}", ulp,
-        f"{output.over_tolerance}/{output.elements}", worst,
+        str(output.index),
+        str(list(output.shape)),
+        types,
+        "yes" if output.bit_identical else "no",
+        f"{output.max_abs_err:.3g}",
+        f"{output.max_rel_err:.3g}",
+        ulp,
+        f"{output.over_tolerance}/{output.elements}",
+        worst,
     )
 
 
@@ -300,17 +316,12 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def xla_type_name(dtype: np.dtype) -> str:
     """The XLA element type held by a numpy dtype (the inverse of `numpy_dtype`)."""
-    from hloopt.ir.literal import LiteralError, numpy_dtype
-
     for name in sorted(PRIMITIVE_TYPES):
-        try:
-            if numpy_dtype(name) == dtype:
-                return name
-        except LiteralError:
-            continue
+        if BY_NAME[name].numpy_name is not None and numpy_dtype(name) == dtype:
+            return name
     return dtype.name
 
 
@@ -345,10 +356,7 @@ def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]
         return None, None
     low = min(a.dtype, b.dtype, key=_precision)
     a, b = a.astype(low), b.astype(low)
-    if kind == "complex":
-        parts = [(a.real, b.real), (a.imag, b.imag)]
-    else:
-        parts = [(a, b)]
+    parts = [(np.real(a), np.real(b)), (np.imag(a), np.imag(b))] if kind == "complex" else [(a, b)]
     worst = 0
     for x, y in parts:
         if _kind(x.dtype) == "float":
@@ -487,5 +495,5 @@ def load_arrays(path: str) -> list[np.ndarray]:
 def save_arrays(path: str, prefix: str, arrays: Sequence[np.ndarray]) -> None:
     """Write ``prefix0``, ``prefix1``… atomically; bf16/fp8 arrays are stored as their raw bytes."""
     buffer = io.BytesIO()
-    np.savez(buffer, **{f"{prefix}{i}": array for i, array in enumerate(arrays)})
+    np.savez(buffer, allow_pickle=False, **{f"{prefix}{i}": array for i, array in enumerate(arrays)})
     write_atomic(path, buffer.getvalue())

@@ -1,18 +1,20 @@
 """The verifier the pass manager runs after each changing pass: what it accepts and what it names."""
+
 from __future__ import annotations
 
 import pytest
 
 from hloopt import parse
-from hloopt.ir import ArrayShape, Instruction
+from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.analysis.verifier import VerificationError, verify
+from hloopt.ir import ArrayShape, Instruction, Module
 
 
-def _module(body: str, params: str = "a = f32[4] parameter(0)\n  b = f32[4] parameter(1)"):  # type: ignore[no-untyped-def]
+def _module(body: str, params: str = "a = f32[4] parameter(0)\n  b = f32[4] parameter(1)") -> Module:
     return parse(f"HloModule m\nENTRY e {{\n  {params}\n  {body}\n}}\n")
 
 
-def _problems(module) -> list[str]:  # type: ignore[no-untyped-def]
+def _problems(module: Module) -> list[str]:
     try:
         verify(module)
     except VerificationError as err:
@@ -20,26 +22,41 @@ def _problems(module) -> list[str]:  # type: ignore[no-untyped-def]
     return []
 
 
-@pytest.mark.parametrize("body", [
-    "ROOT r = f32[4] add(a, b)",
-    "ROOT r = f32[4] negate(a)",
-    "ROOT r = pred[4] compare(a, b), direction=LT",
-    "c = pred[4] compare(a, b), direction=LT\n  ROOT r = f32[4] select(c, a, b)",
-    "ROOT r = (f32[4], f32[4]) tuple(a, b)",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "ROOT r = f32[4] add(a, b)",
+        "ROOT r = f32[4] negate(a)",
+        "ROOT r = pred[4] compare(a, b), direction=LT",
+        "c = pred[4] compare(a, b), direction=LT\n  ROOT r = f32[4] select(c, a, b)",
+        "ROOT r = (f32[4], f32[4]) tuple(a, b)",
+    ],
+)
 def test_valid_modules_pass(body: str) -> None:
     assert _problems(_module(body)) == []
 
 
-@pytest.mark.parametrize(("body", "params", "expected"), [
-    ("ROOT r = f32[4] add(a, b)", "a = f32[4] parameter(0)\n  b = bf16[4] parameter(1)",
-     "add operands have different element types: f32, bf16"),
-    ("ROOT r = f32[8] add(a, b)", None, "shape f32[8] does not follow from the operands (f32[4])"),
-    ("ROOT r = bf16[4] multiply(a, b)", None, "shape bf16[4] does not follow from the operands (f32[4])"),
-    ("ROOT r = f32[4] and(a, b)", None, "and needs integer or pred operands, not f32, f32"),
-    ("ROOT r = f32[4] popcnt(a)", None, "popcnt needs integer operands, not f32"),
-    ("ROOT r = c64[4] abs(a)", "a = c64[4] parameter(0)", "shape c64[4] does not follow from the operands (f32[4])"),
-])
+@pytest.mark.parametrize(
+    ("body", "params", "expected"),
+    [
+        (
+            "ROOT r = f32[4] add(a, b)",
+            "a = f32[4] parameter(0)\n  b = bf16[4] parameter(1)",
+            "add operands have different element types: f32, bf16",
+        ),
+        ("ROOT r = f32[8] add(a, b)", None, "shape f32[8] does not follow from the operands (f32[4])"),
+        ("ROOT r = bf16[4] multiply(a, b)", None, "shape bf16[4] does not follow from the operands (f32[4])"),
+        ("ROOT r = f32[4] and(a, b)", None, "and needs integer or pred operands, not f32, f32"),
+        ("ROOT r = f32[4] popcnt(a)", None, "popcnt needs integer operands, not f32"),
+        ("ROOT r = f32[4] mulhi(a, b)", None, "mulhi needs integer operands, not f32, f32"),
+        ("ROOT r = f32[2] acosh(a)", None, "shape f32[2] does not follow from the operands (f32[4])"),
+        (
+            "ROOT r = c64[4] abs(a)",
+            "a = c64[4] parameter(0)",
+            "shape c64[4] does not follow from the operands (f32[4])",
+        ),
+    ],
+)
 def test_wrong_shapes_and_types_are_named(body: str, params: str | None, expected: str) -> None:
     module = _module(body, params) if params else _module(body)
     assert _problems(module) == [f"%r in %e: {expected}"]
@@ -52,7 +69,7 @@ def test_a_real_abs_of_a_complex_number_passes() -> None:
 def test_graph_mistakes_are_named() -> None:
     module = _module("ROOT r = f32[4] add(a, b)")
     entry = module.entry
-    a, b, root = entry.instructions
+    _, _, root = entry.instructions
     stray = Instruction("r", "negate", ArrayShape("f32", (4,), (False,)))
     stray.append_operand(root)
     entry.instructions.insert(0, stray)  # uses %r before it is defined, and reuses its name
@@ -87,6 +104,14 @@ def test_negative_dot_dimensions_are_not_read_from_the_end() -> None:
 
     matrix = ArrayShape("f32", (2, 3), (False, False))
     assert dot_shape(matrix, matrix, {"lhs_contracting_dims": "{-1}", "rhs_contracting_dims": "{1}"}, "f32") is None
-    assert dot_shape(matrix, matrix, {"lhs_contracting_dims": "{1}", "rhs_contracting_dims": "{1}"}, "f32") == ArrayShape(
-        "f32", (2, 2), (False, False)
-    )
+    assert dot_shape(
+        matrix, matrix, {"lhs_contracting_dims": "{1}", "rhs_contracting_dims": "{1}"}, "f32"
+    ) == ArrayShape("f32", (2, 2), (False, False))
+
+
+@pytest.mark.parametrize("opcode", ["acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"])
+def test_every_unary_elementwise_opcode_is_inferred(opcode: str) -> None:
+    """The opcode table marks these unary-same as XLA does, so an omitted shape is the operand's."""
+    module = parse(f"HloModule m\nENTRY e {{\n  a = f64[3] parameter(0)\n  ROOT r = {opcode}(a)\n}}\n")
+    inferred = ShapeResolver(module)(module.entry.instructions[-1])
+    assert inferred is not None and inferred.to_text() == "f64[3]{0}"
