@@ -1,4 +1,5 @@
 """hloopt's typed IR of an HLO module (no parsing or printing here)."""
+
 from hloopt.ir.literal import Literal
 from hloopt.ir.module import (
     Computation,
@@ -11,6 +12,15 @@ from hloopt.ir.module import (
 from hloopt.ir.shape import ArrayShape, Layout, Shape, TupleShape
 
 __all__ = [
-    "ArrayShape", "Computation", "ComputationList", "Instruction", "InstructionList",
-    "Layout", "Literal", "Module", "ProgramLayout", "Shape", "TupleShape",
+    "ArrayShape",
+    "Computation",
+    "ComputationList",
+    "Instruction",
+    "InstructionList",
+    "Layout",
+    "Literal",
+    "Module",
+    "ProgramLayout",
+    "Shape",
+    "TupleShape",
 ]

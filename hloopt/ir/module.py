@@ -14,14 +14,9 @@ from typing import Union
 
 from hloopt.ir.attributes import canonical_order
 from hloopt.ir.literal import Literal
+from hloopt.ir.opcodes import COMPUTATION_ATTRIBUTES, COMPUTATION_LIST_ATTRIBUTES, SIDE_EFFECT_OPCODES  # noqa: F401  TEMP until text/ imports them from opcodes
 from hloopt.ir.shape import Shape
 
-#: Attributes whose value names one computation (``to_apply=%add``).
-COMPUTATION_ATTRIBUTES: frozenset[str] = frozenset(
-    {"to_apply", "calls", "condition", "body", "select", "scatter", "true_computation", "false_computation"}
-)
-#: Attributes whose value is a list of computations (``branch_computations={%a, %b}``).
-COMPUTATION_LIST_ATTRIBUTES: frozenset[str] = frozenset({"branch_computations", "called_computations"})
 #: Attributes whose value is a list of instructions of the same computation.
 INSTRUCTION_LIST_ATTRIBUTES: frozenset[str] = frozenset({"control-predecessors"})
 
@@ -262,7 +257,7 @@ class Computation:
                 instruction.parent is not self
                 or instruction.users
                 or instruction is self.root
-                or instruction.opcode in _SIDE_EFFECT_OPCODES
+                or instruction.opcode in SIDE_EFFECT_OPCODES
                 or instruction.attributes.get("custom_call_has_side_effect") == "true"
                 or any(instruction in i.control_predecessors() for i in self.instructions)
             ):
@@ -349,43 +344,6 @@ class Computation:
 def _dependencies(instruction: Instruction) -> Iterator[Instruction]:
     yield from instruction.operands
     yield from instruction.control_predecessors()
-
-
-_SIDE_EFFECT_OPCODES = frozenset(
-    [
-        "parameter",
-        "send",
-        "send-done",
-        "recv",
-        "recv-done",
-        "outfeed",
-        "infeed",
-        "after-all",
-        "add-dependency",
-        "all-reduce",
-        "all-reduce-start",
-        "all-reduce-done",
-        "all-gather",
-        "all-gather-start",
-        "all-gather-done",
-        "collective-permute",
-        "collective-permute-start",
-        "collective-permute-done",
-        "all-to-all",
-        "ragged-all-to-all",
-        "reduce-scatter",
-        "collective-broadcast",
-        "rng",
-        "rng-get-and-update-state",
-        "async-start",
-        "async-update",
-        "async-done",
-        "while",
-        "conditional",
-        "call",
-        "custom-call",
-    ]
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,10 @@ import numpy as np
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import CastError, cast, resolve
 from hloopt.ir.builder import Builder
+from hloopt.ir.element_types import COMPLEX_TYPES, numpy_dtype
 from hloopt.ir.literal import Literal
 from hloopt.ir.module import Instruction, Module
-from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape
+from hloopt.ir.shape import ArrayShape
 from hloopt.passes.base import OpExpanderPass, PassResult
 
 XLA, NEURON = "xla", "neuron"
@@ -48,8 +49,6 @@ def convert_array(value: np.ndarray, source: str, target: str, profile: str) -> 
     """`value` converted as the convert instruction would under `profile`."""
     if source in COMPLEX_TYPES:
         # The engine has no complex types; c64↔c128 is IEEE rounding of each part, as numpy does.
-        from hloopt.ir.literal import numpy_dtype
-
         return value.astype(numpy_dtype(target))
     chosen = profile if _profile_for(source, profile) == profile and _profile_for(target, profile) == profile else XLA
     return cast(np.ascontiguousarray(value), source, target, profile=chosen)

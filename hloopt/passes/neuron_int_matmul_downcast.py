@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 from hloopt.analysis.shape_inference import ShapeResolver, int_list
 from hloopt.errors import HloError
+from hloopt.ir import element_types
 from hloopt.ir.attributes import MapSyntaxError, canonical_order, with_frontend_attribute, with_op_name_suffix
 from hloopt.ir.builder import Builder
+from hloopt.ir.element_types import INT_TYPES
 from hloopt.ir.module import AttributeValue, Instruction
-from hloopt.ir.shape import INT_TYPES, SIGNED_INT_TYPES, ArrayShape, Shape, leaf_shapes
+from hloopt.ir.shape import ArrayShape, Shape, leaf_shapes
 from hloopt.passes.base import OpExpanderPass, known_shape, to_f32
 
 #: Appended, verbatim with its spaces, to each new instruction's metadata op_name.
@@ -41,8 +43,8 @@ def all_leaves_integers(shape: Shape | None) -> bool:
 
 
 def _max_magnitude(element_type: str) -> int:
-    bits = int(element_type[1:])
-    return 1 << (bits - 1) if element_type in SIGNED_INT_TYPES else (1 << bits) - 1
+    row = element_types.BY_NAME[element_type]
+    return int(max(-row.lowest, row.highest))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import numpy as np
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import cast
+from hloopt.ir import element_types
 from hloopt.ir.builder import Builder
 from hloopt.ir.literal import Literal, LiteralValue
 from hloopt.ir.module import Computation, Instruction, Module, ProgramLayout
@@ -37,42 +38,6 @@ from hloopt.ir.shape import (
 )
 from hloopt.passes.base import HloPass, PassResult, known_shape
 
-#: PrimitiveType values (xla_data.proto, docs/hlo-text-grammar.md §7.1) of the element types.
-PRIMITIVE_TYPE_CODES: dict[str, int] = {
-    "pred": 1,
-    "s8": 2,
-    "s16": 3,
-    "s32": 4,
-    "s64": 5,
-    "u8": 6,
-    "u16": 7,
-    "u32": 8,
-    "u64": 9,
-    "f16": 10,
-    "f32": 11,
-    "f64": 12,
-    "c64": 15,
-    "bf16": 16,
-    "token": 17,
-    "c128": 18,
-    "f8e5m2": 19,
-    "f8e4m3fn": 20,
-    "s4": 21,
-    "u4": 22,
-    "f8e4m3b11fnuz": 23,
-    "f8e5m2fnuz": 24,
-    "f8e4m3fnuz": 25,
-    "s2": 26,
-    "u2": 27,
-    "f8e4m3": 28,
-    "f8e3m4": 29,
-    "s1": 30,
-    "u1": 31,
-    "f4e2m1fn": 32,
-    "f8e8m0fnu": 33,
-    "f6e3m2fn": 35,
-    "f6e2m3fn": 36,
-}
 #: CSWTCH_446 @ VA 0x410830, indexed by code − 0x13 (the 16th byte is outside the range check).
 CSWTCH_446 = bytes.fromhex("01010000010101000001010000000100")
 F32 = 0x0B
@@ -88,7 +53,7 @@ def upcasts_to_f32(code: int) -> bool:
 
 
 #: Element types the pass turns into F32 (f6e3m2fn/f6e2m3fn, codes 35/36, fall outside the dispatch).
-UPCAST_TYPES: frozenset[str] = frozenset(name for name, code in PRIMITIVE_TYPE_CODES.items() if upcasts_to_f32(code))
+UPCAST_TYPES: frozenset[str] = frozenset(row.name for row in element_types.ROWS if upcasts_to_f32(row.code))
 
 #: Opcodes whose element types are an outside contract: kept, with converts around them.
 BOUNDARY_OPCODES = frozenset(
