@@ -56,7 +56,9 @@ def _flatten(results: list[np.ndarray]) -> list[np.ndarray]:
 def _matching_inputs(text_after: str, args: list[np.ndarray]) -> list[np.ndarray]:
     """The same values in the parameter types of the rewritten module."""
     module = parse(text_after, "after")
-    return [a.astype(numpy_dtype(p.shape.element_type)) for a, p in zip(args, module.entry.parameters())]
+    shapes = [p.shape for p in module.entry.parameters()]
+    assert all(isinstance(s, ArrayShape) for s in shapes), "the differential modules take array parameters"
+    return [a.astype(numpy_dtype(s.element_type)) for a, s in zip(args, shapes) if isinstance(s, ArrayShape)]
 
 
 #: Cases the CPU cannot run (the golden tests check them with XLA's parser and converter), by a piece of their text.

@@ -14,7 +14,7 @@ from hloopt.xla import bridge as xla_bridge
 def to_stablehlo(text: str) -> bytes:
     """Parse and convert to StableHLO: the conversion runs the shape checks the parser skips."""
     import jaxlib._hlo as hlo
-    from jax._src.lib import _jax
+    from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]  # jaxlib has no public route to StableHLO
 
     module = hlo.hlo_module_from_text(text)
     return _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())

@@ -1,7 +1,9 @@
 """The compare report: what it catches, what it ignores, how it measures, how it serialises."""
+
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -87,11 +89,15 @@ def test_nan_against_a_number_is_over_tolerance_and_first_in_worst() -> None:
     b = np.array([[np.nan, 1.0], [np.nan, 3.5]], np.float32)
     output = compare_outputs(0, a, b, ("f32", "f32"), 1e-5, 1e-8)
     assert output.nan_mismatches == 1 and output.over_tolerance == 2
-    assert output.worst_index == (1, 0) and output.max_abs_err == 0.5 and output.max_ulp == 2**21  # 0.5 / 2**-22 in [2, 4)
+    assert (
+        output.worst_index == (1, 0) and output.max_abs_err == 0.5 and output.max_ulp == 2**21
+    )  # 0.5 / 2**-22 in [2, 4)
 
 
 def test_ulp_distance_counts_representable_steps() -> None:
-    def ulps(a: list[float], b: list[float], dtype: type) -> int | None:
+    def ulps(
+        a: list[float] | list[np.floating[Any]], b: list[float] | list[np.floating[Any]], dtype: type
+    ) -> int | None:
         return compare_outputs(0, np.array(a, dtype), np.array(b, dtype), ("x", "x"), 0, 0).max_ulp
 
     tiny = np.float32(np.finfo(np.float32).smallest_subnormal)

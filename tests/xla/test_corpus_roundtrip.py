@@ -4,6 +4,7 @@ For each module m: hloopt parses it; XLA accepts hloopt's print and prints it
 exactly as it prints m; and hloopt reprints XLA's canonical text of m byte for
 byte. Every malformed module is refused with a file:line:col error.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,7 +40,9 @@ def _summary(results: list[RoundTrip]) -> str:
 @pytest.mark.parametrize("subfolder", ["xla", "headerless"])
 def test_corpus_round_trips_through_xla(corpus_dir: Path, subfolder: str) -> None:
     results = _check_folder(corpus_dir / subfolder)
-    not_meaningful = [r for r in results if not (r.hloopt_error is None and r.xla_output_error is None and r.canonical_equal)]
+    not_meaningful = [
+        r for r in results if not (r.hloopt_error is None and r.xla_output_error is None and r.canonical_equal)
+    ]
     assert not not_meaningful, f"{len(not_meaningful)} of {len(results)} modules:\n{_summary(not_meaningful)}"
     not_exact = {r.name for r in results if not r.byte_exact}
     assert not_exact <= KNOWN_BYTE_DIFFERENCES, _summary([r for r in results if r.name in not_exact])
@@ -69,11 +72,16 @@ def test_every_invalid_module_is_refused_with_a_location(corpus_dir: Path) -> No
 def test_modules_this_jaxlib_accepts_are_still_refused(corpus_dir: Path) -> None:
     """The four that jaxlib 0.10.2 lets through; XLA at HEAD refuses them, and so do we (docs/decisions.md)."""
     accepted_by_jaxlib = [
-        p for p in _invalid_modules(corpus_dir) if "jaxlib_0.10.2_result: accepted" in Path(f"{p}.expected.txt").read_text()
+        p
+        for p in _invalid_modules(corpus_dir)
+        if "jaxlib_0.10.2_result: accepted" in Path(f"{p}.expected.txt").read_text()
     ]
     assert [p.name for p in accepted_by_jaxlib] == [
-        "hlo_parser_test__21.hlo", "hlo_parser_test__22.hlo", "hlo_parser_test__23.hlo", "hlo_parser_test__24.hlo"
+        "hlo_parser_test__21.hlo",
+        "hlo_parser_test__22.hlo",
+        "hlo_parser_test__23.hlo",
+        "hlo_parser_test__24.hlo",
     ]
     for path in accepted_by_jaxlib:
-        with pytest.raises(HloParseError, match="does not match|window"):
+        with pytest.raises(HloParseError, match=r"does not match|window"):
             parse(path.read_text(), path.name)

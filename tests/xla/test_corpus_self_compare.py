@@ -13,6 +13,7 @@ them). Per-module work is capped: inputs plus outputs over `MAX_BYTES` are
 compiled but not executed, and a module still running after `TIMEOUT` seconds
 (the corpus has infinite while loops) counts as hung.
 """
+
 from __future__ import annotations
 
 import collections
@@ -22,8 +23,8 @@ import time
 from functools import partial
 from pathlib import Path
 
-from hloopt.xla.execution import CompareReport, ExecutionError, compare
 from hloopt.xla.bridge import XlaCrash, XlaError, isolated_map
+from hloopt.xla.execution import CompareReport, ExecutionError, compare
 
 MAX_BYTES = 16 << 20
 TIMEOUT = 2.0
@@ -84,8 +85,11 @@ def test_every_runnable_corpus_module_is_bit_identical_to_itself(corpus_dir: Pat
     nondeterministic = _nondeterministic_modules(corpus_dir)
     outcomes = {path.name: _outcome(result) for path, result in zip(files, results)}
     outcomes.update(
-        {name: "differs by design or known XLA CPU nondeterminism" for name, outcome in outcomes.items()
-         if outcome == "differs" and name in nondeterministic}
+        {
+            name: "differs by design or known XLA CPU nondeterminism"
+            for name, outcome in outcomes.items()
+            if outcome == "differs" and name in nondeterministic
+        }
     )
     counts = collections.Counter(outcomes.values())
     print(f"\n{len(files)} modules in {elapsed:.0f} s: " + ", ".join(f"{n} {what}" for what, n in counts.most_common()))

@@ -1,4 +1,5 @@
 """Modules nobody here wrote: jax programs lowered and compiled by jax itself, round-tripped through hloopt."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
