@@ -24,16 +24,7 @@ import cast_reference as ref  # noqa: E402
 
 from hloopt.cast_engine import FP8ConversionConfig, cast, names  # noqa: E402
 
-FP8ISH = {
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3",
-    "float8_e3m4",
-    "float4_e2m1fn",
-    "float8_e4m3fn_x4",
-    "float8_e5m2_x4",
-    "float4_e2m1fn_x4",
-}
+FP8ISH = ref.FP8_LANES
 
 
 def expected(dst: str, bits: np.ndarray, config: FP8ConversionConfig) -> np.ndarray:

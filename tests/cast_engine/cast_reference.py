@@ -49,6 +49,19 @@ CANONICAL_NAN = {
     "float4_e2m1fn": 0x7,
 }
 FLUSH_BELOW = {"float8_e4m3fn": -9, "float8_e4m3": -9, "float8_e5m2": -16, "float8_e3m4": -6}
+#: The fp8/fp4 encodings (and their x4 packings) whose encoders read the FP8ConversionConfig.
+FP8_LANES = frozenset(
+    {
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3",
+        "float8_e3m4",
+        "float4_e2m1fn",
+        "float8_e4m3fn_x4",
+        "float8_e5m2_x4",
+        "float4_e2m1fn_x4",
+    }
+)
 HAS_INF = {"float8_e5m2", "float8_e4m3", "float8_e3m4"}
 
 

@@ -14,16 +14,7 @@ CONFIGS = [
     FP8ConversionConfig(),
     *(FP8ConversionConfig(s, n) for s, n in [(True, True), (False, False), (False, True)]),
 ]
-FP8_LANES = {
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3",
-    "float8_e3m4",
-    "float4_e2m1fn",
-    "float8_e4m3fn_x4",
-    "float8_e5m2_x4",
-    "float4_e2m1fn_x4",
-}
+FP8_LANES = ref.FP8_LANES
 
 
 def all_patterns(name: str) -> np.ndarray:
