@@ -86,10 +86,14 @@ def parse_map(text: str | None) -> dict[str, str]:
             name_end += 1
         if name_end == i or name_end >= len(body) or body[name_end] != "=":
             raise MapSyntaxError(f"expects attribute name (key=value) in {text!r}")
-        eq = name_end
-        key = body[i:eq]
-        end = _scan_value(body, eq + 1)
-        entries[key] = body[eq + 1 : end]
+        key = body[i:name_end]
+        start = name_end + 1
+        while start < len(body) and body[start] in " \n\t":  # XLA allows blanks after the '='
+            start += 1
+        if start == len(body):
+            raise MapSyntaxError(f"expects a value after {key}= in {text!r}")
+        end = _scan_value(body, start)
+        entries[key] = body[start:end]
         i = end
     return entries
 

@@ -81,6 +81,8 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
     for key in ("input_output_alias", "buffer_donor"):
         if key in module.attributes:
             _check_alias_list(module.attributes[key], key)
+    if "frontend_attributes" in module.attributes:
+        _check_frontend_attributes(module.attributes["frontend_attributes"], "frontend_attributes")
     checked_shapes: set[int] = set()
     for computation in module.computations:
         for instruction in computation.instructions:
@@ -149,6 +151,13 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> No
         _check_async(instruction, base, suffix)
     if "result_accuracy" in instruction.attributes:
         _check_result_accuracy(instruction)
+    for key, check in _MAP_CHECKS.items():
+        value = instruction.attributes.get(key)
+        if value is not None:
+            try:
+                check(str(value), key)
+            except InvalidHlo as issue:
+                raise _fail(instruction, issue.message, key) from None
     if instruction.literal is not None:
         _check_literal(instruction)
 
@@ -412,6 +421,182 @@ def _check_result_accuracy(instruction: Instruction) -> None:
             raise _fail(instruction, f"invalid attribute name: {key}", "result_accuracy")
         if (key == "ulps" and float(number) < 0) or (key != "ulps" and float(number) < 0):
             raise _fail(instruction, f"negative tolerance {key}={number}", "result_accuracy")
+
+
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+#: One token of a brace map as XLA's lexer reads it: an attribute name with its ``=``, a string,
+#: an integer, a bracket or comma, or anything else (which no rule accepts).
+_MAP_TOKEN = re.compile(
+    rf"\s*(?:(?P<name>[A-Za-z_][\w.\-]*)=|(?P<string>{_STRING})|(?P<int>-?\d+)(?![\w.])"
+    r"|(?P<punct>[{},])|(?P<other>[^\s{},=]+=?|=))"
+)
+#: The fields of XLA's ``ParseMetadata`` and the kind of value each takes.
+_METADATA_FIELDS = {
+    "op_type": "string",
+    "op_name": "string",
+    "source_file": "string",
+    "source_line": "int32",
+    "source_end_line": "int32",
+    "source_column": "int32",
+    "source_end_column": "int32",
+    "profile_type": "profile_type",
+    "deduplicated_name": "string",
+    "scheduling_name": "string",
+    "stack_frame_id": "int32",
+    "metadata_payload": "string",
+}
+#: ``ProfileType`` values XLA knows (INVALID, WINDOW, FLAG, INTEGER).
+_PROFILE_TYPES = range(4)
+#: A metadata map of well-formed entries only (integers short enough to be in range), as one
+#: regex: most maps are only these. Anything else is read token by token, for the message.
+_WELL_FORMED_METADATA = re.compile(
+    r"\{(?:\s*+,?\s*+(?:"
+    rf"(?:{'|'.join(k for k, v in _METADATA_FIELDS.items() if v == 'string')})=\s*{_STRING}"
+    rf"|(?:{'|'.join(k for k, v in _METADATA_FIELDS.items() if v == 'int32')})=\s*-?\d{{1,9}}(?![\w.])"
+    r"|profile_type=\s*\{\s*(?:[0-3]\s*(?:,\s*[0-3]\s*)*)?\}))*\s*\}"
+)
+#: Each field's ``name=``: a map in which none occurs twice (even inside a string) repeats no field.
+_METADATA_NEEDLES = tuple(f"{name}=" for name in _METADATA_FIELDS)
+
+
+class _MapReader:
+    """XLA's lexer over one brace-map attribute value: the maps stay raw text in the IR, so the
+    grammar XLA's ``ParseSubAttributes`` / ``ParseFrontendAttributes`` apply is checked here."""
+
+    def __init__(self, text: str, key: str) -> None:
+        self.text = text
+        self.key = key
+        self.position = 0
+        self.kind, self.token = self._peek()
+
+    def _peek(self) -> tuple[str, str]:
+        match = _MAP_TOKEN.match(self.text, self.position)
+        if match is None or match.lastgroup is None:
+            return "end", "end of input"
+        return match.lastgroup, match.group(match.lastgroup)
+
+    def advance(self) -> str:
+        """Consume the current token; return it."""
+        token = self.token
+        match = _MAP_TOKEN.match(self.text, self.position)
+        assert match is not None
+        self.position = match.end()
+        self.kind, self.token = self._peek()
+        return token
+
+    def at(self, punct: str) -> bool:
+        return self.kind == "punct" and self.token == punct
+
+    def eat(self, punct: str) -> bool:
+        if self.at(punct):
+            self.advance()
+            return True
+        return False
+
+    def expect(self, punct: str, message: str) -> None:
+        if not self.eat(punct):
+            raise self.error(message)
+
+    def error(self, message: str) -> InvalidHlo:
+        return InvalidHlo(f"error parsing attribute {self.key}: {message} but sees {self.token}", attribute=self.key)
+
+    def name(self) -> str:
+        if self.kind != "name":
+            raise self.error("expects attribute name")
+        return self.advance()
+
+    def finish(self, message: str) -> None:
+        self.expect("}", message)
+        if self.kind != "end":
+            raise self.error("expects the attribute to end")
+
+    def skip_braces(self) -> None:
+        """A ``{…}`` XLA lexes as one JSON dict: balanced braces, strings kept whole."""
+        depth = 0
+        while True:
+            if self.kind == "end":
+                raise self.error("expects JSON dict")
+            depth += self.at("{") - self.at("}")
+            self.advance()
+            if depth == 0:
+                return
+
+
+def _check_metadata(value: str, key: str) -> None:
+    """``metadata={op_type="…" source_line=3 …}``, read as XLA's ``ParseMetadata`` does."""
+    if _WELL_FORMED_METADATA.fullmatch(value) and max(map(value.count, _METADATA_NEEDLES)) < 2:
+        return
+    reader = _MapReader(value, key)
+    reader.expect("{", "expects '{' to start sub attributes")
+    seen: set[str] = set()
+    while not reader.at("}"):
+        reader.eat(",")
+        name = reader.name()
+        if name in seen:
+            raise InvalidHlo(f"error parsing attribute {key}: attribute {name} already exists", attribute=key)
+        seen.add(name)
+        kind = _METADATA_FIELDS.get(name)
+        if kind is None:
+            allowed = ", ".join(sorted(_METADATA_FIELDS))
+            raise InvalidHlo(
+                f'error parsing attribute {key}: unexpected attribute "{name}". Allowed attributes: {allowed}',
+                attribute=key,
+            )
+        if kind == "string":
+            if reader.kind != "string":
+                raise reader.error(f"expects string for {name}")
+            reader.advance()
+        elif kind == "int32":
+            if reader.kind != "int":
+                raise reader.error(f"expects integer for {name}")
+            if not -(2**31) <= int(reader.advance()) < 2**31:
+                raise InvalidHlo(f"error parsing attribute {key}: value out of range for int32_t", attribute=key)
+        else:
+            _check_profile_types(reader)
+    reader.finish("expects '}' to end sub attributes")
+
+
+def _check_profile_types(reader: _MapReader) -> None:
+    """``profile_type={1,2}``: XLA's braced integer list, each a known `ProfileType`."""
+    reader.expect("{", "expects a list starting with {")
+    while not reader.at("}"):
+        if reader.kind != "int":
+            raise reader.error("expects integer for profile_type")
+        number = reader.advance()
+        if int(number) not in _PROFILE_TYPES:
+            raise InvalidHlo(
+                f"error parsing attribute {reader.key}: unknown profile_type {number}", attribute=reader.key
+            )
+        if not reader.eat(","):
+            break
+        if reader.at("}"):
+            raise reader.error("expects integer for profile_type")
+    reader.expect("}", "expects a list to end with }")
+
+
+def _check_frontend_attributes(value: str, key: str) -> None:
+    """``frontend_attributes={name="value",…}``, read as XLA's ``ParseFrontendAttributes`` does:
+    comma-separated, each value a string or a JSON dict."""
+    reader = _MapReader(value, key)
+    reader.expect("{", "expected '{' to start frontend attributes")
+    if not reader.at("}"):
+        while True:
+            name = reader.name()
+            if reader.kind == "string":
+                reader.advance()
+            elif reader.at("{"):
+                reader.skip_braces()
+            else:
+                raise reader.error(f"expects string or JSON dict for {name}")
+            if not reader.eat(","):
+                break
+    reader.finish("expects '}' at the end of frontend attributes")
+
+
+_MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
+    "metadata": _check_metadata,
+    "frontend_attributes": _check_frontend_attributes,
+}
 
 
 def _check_async(instruction: Instruction, base: str, suffix: str | None) -> None:

@@ -124,11 +124,21 @@ def test_the_changed_flag_check_is_on_when_dumping(tmp_path: Path) -> None:
         run_pipeline(parse(CHAIN), [_NegateRoot(report_change=False)], dump_dir=tmp_path)
 
 
-def test_unreadable_metadata_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
-    """Backstop: the parser should refuse ``metadata={oops}`` with a location (as XLA does)."""
+def test_unreadable_metadata_is_refused_at_parse_with_its_location(tmp_path: Path) -> None:
+    """``metadata={oops}`` is XLA's parse error, so the passes never see it (it used to crash them)."""
     source = tmp_path / "oops.hlo"
     source.write_text(INT_DOT.replace("rhs_contracting_dims={0}", "rhs_contracting_dims={0}, metadata={oops}"))
     result = CliRunner().invoke(main, ["run", str(source), "--passes", "all"])
     assert result.exit_code == 2, result.output
-    assert "hloopt: error:" in result.output and "Traceback" not in result.output
-    assert "%d: cannot read its metadata or frontend attributes: expects attribute name" in result.output
+    assert "Traceback" not in result.output
+    assert f"hloopt: error: {source}:5:" in result.output
+    assert "error parsing attribute metadata: expects attribute name" in result.output
+
+
+def test_unreadable_metadata_built_in_the_ir_is_a_clear_error() -> None:
+    """The backstop: a map no parser checked (built in Python) is an HloError naming the dot, not a ValueError."""
+    module = parse(INT_DOT)
+    dot = module.entry.instructions[-1]
+    dot.set_attributes({**dot.attributes, "metadata": "{oops}"})
+    with pytest.raises(HloError, match="%d: cannot read its metadata or frontend attributes: expects attribute name"):
+        run_pipeline(module, "all")
