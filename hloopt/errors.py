@@ -1,4 +1,5 @@
 """Errors that hloopt reports to users: located, readable, never a traceback."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

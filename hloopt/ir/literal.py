@@ -296,6 +296,9 @@ def _integer_range(element_type: str) -> tuple[int, int]:
     return low, int(row.highest)
 
 
+_INT64 = np.iinfo(np.int64)
+
+
 def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> None:
     low, high = _integer_range(element_type)
     if (
@@ -303,10 +306,12 @@ def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> No
         and not scan.fractional
         and not scan.non_finite
         and scan.integer_digits < len(str(high))
-        and (low < 0 or not scan.negative)
+        and (not scan.negative or scan.integer_digits < len(str(-low)))
     ):
-        return  # every value has fewer digits than the largest one allowed
+        return  # every value has fewer digits than the bound on its side (a negative one: than |low|)
     fast = _c_numbers(body, np.int64) if element_type != "u64" and len(body) >= _SCAN_FROM else None
+    if fast is not None and fast.size and (fast.min() == _INT64.min or fast.max() == _INT64.max):
+        fast = None  # C's strtoll saturates out-of-range values to the int64 bounds: read those in Python
     if fast is not None:
         values = [int(fast.min()), int(fast.max())] if fast.size else []
     else:

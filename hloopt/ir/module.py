@@ -14,7 +14,7 @@ from typing import Union
 
 from hloopt.ir.attributes import canonical_order
 from hloopt.ir.literal import Literal
-from hloopt.ir.opcodes import COMPUTATION_ATTRIBUTES, COMPUTATION_LIST_ATTRIBUTES, SIDE_EFFECT_OPCODES  # noqa: F401  TEMP until text/ imports them from opcodes
+from hloopt.ir.opcodes import SIDE_EFFECT_OPCODES
 from hloopt.ir.shape import Shape
 
 #: Attributes whose value is a list of instructions of the same computation.

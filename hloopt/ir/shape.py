@@ -13,24 +13,8 @@ from functools import lru_cache
 from itertools import zip_longest
 from typing import TypeAlias, TypeVar, cast
 
-# The element-type sets are the element-type table's, re-exported for the modules that read them with shapes.
-from hloopt.ir.element_types import (
-    COMPLEX_TYPES,
-    FLOAT_TYPES,
-    INT_TYPES,
-    PRIMITIVE_TYPES,
-    SIGNED_INT_TYPES,
-    UNSIGNED_INT_TYPES,
-)
-
 __all__ = [
-    "COMPLEX_TYPES",
-    "FLOAT_TYPES",
-    "INT_TYPES",
-    "PRIMITIVE_TYPES",
-    "SIGNED_INT_TYPES",
     "UNBOUNDED",
-    "UNSIGNED_INT_TYPES",
     "ArrayShape",
     "BufferShape",
     "Layout",

@@ -40,8 +40,9 @@ from typing import Any, cast
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.ir.builder import Builder
+from hloopt.ir.element_types import COMPLEX_TYPES
 from hloopt.ir.module import Instruction
-from hloopt.ir.shape import COMPLEX_TYPES, ArrayShape
+from hloopt.ir.shape import ArrayShape
 from hloopt.passes.base import OpExpanderPass
 
 _INTEGER = re.compile(r"^([su])(\d+)$")

@@ -24,10 +24,10 @@ from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import cast
 from hloopt.ir import element_types
 from hloopt.ir.builder import Builder
+from hloopt.ir.element_types import COMPLEX_TYPES
 from hloopt.ir.literal import Literal, LiteralValue
 from hloopt.ir.module import Computation, Instruction, Module, ProgramLayout
 from hloopt.ir.shape import (
-    COMPLEX_TYPES,
     ArrayShape,
     Shape,
     TupleShape,

@@ -4,6 +4,7 @@ Names get ``%``, shapes carry layouts (signatures do not), operand lists get
 ``/*index=N*/`` every fifth operand, computations are separated by a blank
 line. Attribute values hloopt does not model are printed exactly as parsed.
 """
+
 from __future__ import annotations
 
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module, ProgramLayout
@@ -29,11 +30,12 @@ def _entry_layout(module: Module) -> ProgramLayout | None:
     if module.entry_layout is not None:
         return module.entry_layout
     entry = module.entry
-    params = tuple(p.shape for p in entry.parameters())
+    parameters = entry.parameters()
+    params = tuple(p.shape for p in parameters if p.shape is not None)
     root_shape = entry.root.shape if entry.root is not None else None
-    if root_shape is None or any(shape is None for shape in params):
+    if root_shape is None or len(params) != len(parameters):
         return None
-    return ProgramLayout(params, root_shape)  # type: ignore[arg-type]
+    return ProgramLayout(params, root_shape)
 
 
 def _header(module: Module) -> str:
@@ -90,9 +92,10 @@ def _signature(computation: Computation) -> str:
     """``(p: f32[2]) -> f32[]`` without layouts; empty when a shape was omitted in the source."""
     params = computation.parameters()
     root = computation.root
-    if root is None or root.shape is None or any(p.shape is None for p in params):
+    shapes = [p.shape for p in params if p.shape is not None]
+    if root is None or root.shape is None or len(shapes) != len(params):
         return ""
-    listed = ", ".join(f"{p.name}: {p.shape.to_text(with_layout=False)}" for p in params)  # type: ignore[union-attr]
+    listed = ", ".join(f"{p.name}: {shape.to_text(with_layout=False)}" for p, shape in zip(params, shapes))
     return f" ({listed}) -> {root.shape.to_text(with_layout=False)}"
 
 

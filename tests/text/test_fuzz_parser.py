@@ -11,6 +11,7 @@ Modules that still parse go through every pass and the printer, where only an
 CI runs a small budget; ``HLOOPT_FUZZ_EXAMPLES=100000`` is the long local mode
 (add ``--hypothesis-show-statistics`` to see what it tried).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,19 +22,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from conftest import require_shared
+from hlo_text import hlo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hloopt.errors import HloError, HloParseError
+from hloopt.passes.pipeline import run_pipeline
 from hloopt.support.fileio import read_text
 from hloopt.text.parser import parse
-from hloopt.passes.pipeline import run_pipeline
-
-from conftest import require_shared
 
 EXAMPLES = int(os.environ.get("HLOOPT_FUZZ_EXAMPLES", "150"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 150, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES <= 150,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 #: Seeds are the corpus modules up to this size: big enough for every construct, small enough to fuzz fast.
 SEED_BYTES = 16_000
 _TOKEN = re.compile(r"\s+|[(){}\[\],=:%]|[^\s(){}\[\],=:%]+")
@@ -47,6 +53,7 @@ class Hang(Exception):
 @contextmanager
 def time_bound(seconds: float) -> Iterator[None]:
     """SIGALRM after `seconds`: a hang becomes a test failure instead of a stuck CI job."""
+
     def alarm(signum: int, frame: object) -> None:
         raise Hang(f"no answer after {seconds:.1f}s")
 
@@ -137,11 +144,15 @@ def _truncate(draw: st.DrawFn, data: bytes) -> bytes:
 
 def _splice_bytes(draw: st.DrawFn, data: bytes) -> bytes:
     at = draw(st.integers(0, len(data)))
-    junk = draw(st.one_of(
-        st.binary(min_size=1, max_size=16),
-        st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xef\xbb\xbf", b"\r", b"\t"]),
-        st.text(min_size=1, max_size=8).map(lambda s: s.encode("utf-8", errors="surrogatepass")),
-    ))
+    junk = draw(
+        st.one_of(
+            st.binary(min_size=1, max_size=16),
+            st.sampled_from(
+                [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xef\xbb\xbf", b"\r", b"\t"]
+            ),
+            st.text(min_size=1, max_size=8).map(lambda s: s.encode("utf-8", errors="surrogatepass")),
+        )
+    )
     return data[:at] + junk + data[at:]
 
 
@@ -151,9 +162,22 @@ def _huge_number(draw: st.DrawFn, data: bytes) -> bytes:
         return data
     match = matches[_pick(draw, matches, "number")]
     digits = draw(st.integers(10, 5000))
-    number = draw(st.sampled_from(["9" * digits, "1" + "0" * digits, "-" + "9" * digits, "18446744073709551616",
-                                   "9223372036854775808", "2147483648", "4294967296", "1e400", "0x" + "f" * digits]))
-    return data[: match.start()] + number.encode() + data[match.end():]
+    number = draw(
+        st.sampled_from(
+            [
+                "9" * digits,
+                "1" + "0" * digits,
+                "-" + "9" * digits,
+                "18446744073709551616",
+                "9223372036854775808",
+                "2147483648",
+                "4294967296",
+                "1e400",
+                "0x" + "f" * digits,
+            ]
+        )
+    )
+    return data[: match.start()] + number.encode() + data[match.end() :]
 
 
 def _nest(draw: st.DrawFn, data: bytes) -> bytes:
@@ -191,21 +215,32 @@ def test_random_bytes(data: bytes) -> None:
 
 
 @FUZZ
-@given(st.text(alphabet=st.sampled_from(list("HloModule ENTRY ROOT %e{}()[],=:f32 parameter constant add 0 1 \n")),
-               max_size=400))
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("HloModule ENTRY ROOT %e{}()[],=:f32 parameter constant add 0 1 \n")),
+        max_size=400,
+    )
+)
 def test_random_hlo_shaped_text(text: str) -> None:
     check_parses_or_located_error(("HloModule m\n" + text).encode())
+
+
+def _template(*lines: str, header: str = "HloModule m") -> str:
+    """A `str.format` template of a module: `header`, then an entry computation of these instruction lines."""
+    return "\n".join([header, "ENTRY e {{", *(f"  {line}" for line in lines), "}}", ""])
 
 
 @pytest.mark.parametrize("depth", [16, 17, 10_000])
 @pytest.mark.parametrize(
     "template",
     [
-        "HloModule m\nENTRY e {{\n  ROOT p = {open}f32[]{close} parameter(0)\n}}\n",
-        "HloModule m\nENTRY e {{\n  ROOT c = f32[1] constant({open}1{close})\n}}\n",
-        "HloModule m\nENTRY e {{\n  p = f32[] parameter(0)\n  ROOT t = tuple({open}p{close})\n}}\n",
-        "HloModule m, entry_computation_layout={{{open}f32[]{close}->f32[]}}\nENTRY e {{\n  ROOT p = f32[] parameter(0)\n}}\n",
-        "HloModule m\nENTRY e {{\n  ROOT p = f32[] parameter(0), metadata={{op_name={open}\"x\"{close}}}\n}}\n",
+        _template("ROOT p = {open}f32[]{close} parameter(0)"),
+        _template("ROOT c = f32[1] constant({open}1{close})"),
+        _template("p = f32[] parameter(0)", "ROOT t = tuple({open}p{close})"),
+        _template(
+            "ROOT p = f32[] parameter(0)", header="HloModule m, entry_computation_layout={{{open}f32[]{close}->f32[]}}"
+        ),
+        _template('ROOT p = f32[] parameter(0), metadata={{op_name={open}"x"{close}}}'),
     ],
     ids=["shape", "literal", "operands", "header", "attribute"],
 )
@@ -224,19 +259,22 @@ def test_deep_nesting_error_points_into_the_nest(depth: int) -> None:
     assert caught.value.location.line == 3
 
 
-@pytest.mark.parametrize("number", ["9" * 5000, "18446744073709551616", "-9223372036854775809", "1e99999"],
-                         ids=["5000-digits", "2^64", "-2^63-1", "1e99999"])
+@pytest.mark.parametrize(
+    "number",
+    ["9" * 5000, "18446744073709551616", "-9223372036854775809", "1e99999"],
+    ids=["5000-digits", "2^64", "-2^63-1", "1e99999"],
+)
 @pytest.mark.parametrize(
     "template",
     [
-        "HloModule m\nENTRY e {{\n  ROOT p = f32[{n}] parameter(0)\n}}\n",
-        "HloModule m\nENTRY e {{\n  ROOT p = f32[] parameter({n})\n}}\n",
-        "HloModule m\nENTRY e {{\n  ROOT c = s32[] constant({n})\n}}\n",
-        "HloModule m\nENTRY e {{\n  ROOT c = f32[] constant({n})\n}}\n",
-        "HloModule m\nENTRY e {{\n  ROOT c = u64[] constant({n})\n}}\n",
-        "HloModule m\nENTRY e {{\n  p = f32[4] parameter(0)\n  ROOT t = f32[4] transpose(p), dimensions={{{n}}}\n}}\n",
-        "HloModule m, replica_count={n}\nENTRY e {{\n  ROOT p = f32[] parameter(0)\n}}\n",
-        "HloModule m\nENTRY e {{\n  ROOT p = f32[2]{{{n}}} parameter(0)\n}}\n",
+        _template("ROOT p = f32[{n}] parameter(0)"),
+        _template("ROOT p = f32[] parameter({n})"),
+        _template("ROOT c = s32[] constant({n})"),
+        _template("ROOT c = f32[] constant({n})"),
+        _template("ROOT c = u64[] constant({n})"),
+        _template("p = f32[4] parameter(0)", "ROOT t = f32[4] transpose(p), dimensions={{{n}}}"),
+        _template("ROOT p = f32[] parameter(0)", header="HloModule m, replica_count={n}"),
+        _template("ROOT p = f32[2]{{{n}}} parameter(0)"),
     ],
     ids=["dim", "parameter", "s32", "f32", "u64", "attribute", "header", "layout"],
 )
@@ -244,14 +282,18 @@ def test_huge_numbers(template: str, number: str) -> None:
     check_parses_or_located_error(template.format(n=number).encode())
 
 
-
-
 def test_found_by_the_long_mode_a_negative_tuple_index() -> None:
     """`index=-9999999999` once indexed a Python tuple from the end, then past it, in shape inference."""
-    check_parses_or_located_error(
-        b"HloModule m\nENTRY e {\n  p = (bf16[2], bf16[2]) parameter(0)\n"
-        b"  ROOT g = bf16[2] get-tuple-element(p), index=-9999999999\n}\n"
+    text = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          p = (bf16[2], bf16[2]) parameter(0)
+          ROOT g = bf16[2] get-tuple-element(p), index=-9999999999
+        }
+        """
     )
+    check_parses_or_located_error(text.encode())
 
 
 @pytest.mark.parametrize("indent", [30, 200])

@@ -3,6 +3,7 @@
 Text cannot nest brackets deeper than 16 levels (the grammar's coarse tokens),
 so the deep tuples are built as IR; the 100k-instruction chain is real text.
 """
+
 from __future__ import annotations
 
 import sys
@@ -12,12 +13,12 @@ import numpy as np
 import pytest
 
 from hloopt import parse
+from hloopt.analysis.verifier import verify
 from hloopt.ir.literal import Literal, decode_literal, format_literal
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, default_layout, leaf_shapes, map_leaves
 from hloopt.passes.base import to_f32
 from hloopt.passes.pipeline import run_pipeline
-from hloopt.analysis.verifier import verify
 
 DEPTH = 10_000
 #: Past the default recursion limit (1000) but not far: every instruction of the converted module
@@ -45,8 +46,14 @@ def default_recursion_limit() -> object:
 
 
 def test_chain_of_100k_instructions_through_every_pass_the_verifier_and_printer() -> None:
-    lines = ["HloModule chain", "", "ENTRY e {", "  p = bf16[4] parameter(0)",
-             "  c = f16[4] constant({1, 2, 3, 4})", "  k = bf16[4] convert(c)"]
+    lines = [
+        "HloModule chain",
+        "",
+        "ENTRY e {",
+        "  p = bf16[4] parameter(0)",
+        "  c = f16[4] constant({1, 2, 3, 4})",
+        "  k = bf16[4] convert(c)",
+    ]
     previous = "p"
     for i in range(100_000):  # alternate written and omitted shapes: inference walks the whole chain
         lines.append(f"  a{i} = add({previous}, k)" if i % 2 else f"  a{i} = bf16[4] multiply({previous}, k)")

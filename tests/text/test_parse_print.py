@@ -1,9 +1,11 @@
 """Parser and printer: shapes, literals, graph references, canonical printing."""
+
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 import pytest
+from hlo_text import hlo
 
 from hloopt import parse
 from hloopt.errors import HloParseError
@@ -75,7 +77,15 @@ def test_operands_and_callees_are_references() -> None:
     ],
 )
 def test_array_shapes(text: str, expected: ArrayShape) -> None:
-    module = parse(f"HloModule m\nENTRY e {{\n  ROOT p = {text} parameter(0)\n}}\n")
+    source = hlo(
+        f"""
+        HloModule m
+        ENTRY e {{
+          ROOT p = {text} parameter(0)
+        }}
+        """
+    )
+    module = parse(source)
     shape = module.entry.root.shape  # type: ignore[union-attr]
     assert shape == expected
     assert f"= {shape.to_text()} parameter(0)" in module.to_text()  # type: ignore[union-attr]
@@ -83,18 +93,58 @@ def test_array_shapes(text: str, expected: ArrayShape) -> None:
 
 @pytest.mark.parametrize(
     "type_name",
-    "pred s2 s4 s8 s16 s32 s64 u2 u4 u8 u16 u32 u64 f16 f32 bf16 f64 f8e5m2 f8e4m3 f8e4m3fn "
-    "f8e4m3b11fnuz f8e3m4 f8e5m2fnuz f8e4m3fnuz f8e8m0fnu f4e2m1fn c64 c128".split(),
+    [
+        "pred",
+        "s2",
+        "s4",
+        "s8",
+        "s16",
+        "s32",
+        "s64",
+        "u2",
+        "u4",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "f16",
+        "f32",
+        "bf16",
+        "f64",
+        "f8e5m2",
+        "f8e4m3",
+        "f8e4m3fn",
+        "f8e4m3b11fnuz",
+        "f8e3m4",
+        "f8e5m2fnuz",
+        "f8e4m3fnuz",
+        "f8e8m0fnu",
+        "f4e2m1fn",
+        "c64",
+        "c128",
+    ],
 )
 def test_every_primitive_type_parses(type_name: str) -> None:
-    module = parse(f"HloModule m\nENTRY e {{\n  ROOT p = {type_name}[3] parameter(0)\n}}\n")
+    source = hlo(
+        f"""
+        HloModule m
+        ENTRY e {{
+          ROOT p = {type_name}[3] parameter(0)
+        }}
+        """
+    )
+    module = parse(source)
     assert module.entry.root.shape == ArrayShape(type_name, (3,), (False,), Layout((0,)))  # type: ignore[union-attr]
 
 
 def test_nested_tuple_and_buffer_shapes_print_with_index_comments() -> None:
-    text = (
-        "HloModule m\nENTRY e {\n"
-        "  ROOT p = (f32[1], f32[2], f32[3], f32[4], f32[5], (s32[], token[]), b(f32[2])) parameter(0)\n}\n"
+    text = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          ROOT p = (f32[1], f32[2], f32[3], f32[4], f32[5], (s32[], token[]), b(f32[2])) parameter(0)
+        }
+        """
     )
     shape = parse(text).entry.root.shape  # type: ignore[union-attr]
     assert isinstance(shape, TupleShape) and isinstance(shape.elements[6], BufferShape)
@@ -116,7 +166,15 @@ def test_nested_tuple_and_buffer_shapes_print_with_index_comments() -> None:
     ],
 )
 def test_literals_decode_to_numpy(type_name: str, literal: str, expected: np.ndarray) -> None:
-    module = parse(f"HloModule m\nENTRY e {{\n  ROOT c = {type_name} constant({literal})\n}}\n")
+    source = hlo(
+        f"""
+        HloModule m
+        ENTRY e {{
+          ROOT c = {type_name} constant({literal})
+        }}
+        """
+    )
+    module = parse(source)
     value = module.entry.root.literal.value  # type: ignore[union-attr]
     assert isinstance(value, np.ndarray)
     assert value.dtype == expected.dtype
@@ -124,7 +182,15 @@ def test_literals_decode_to_numpy(type_name: str, literal: str, expected: np.nda
 
 
 def test_nan_payload_is_kept() -> None:
-    module = parse("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({-nan(0x7), nan})\n}\n")
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          ROOT c = f32[2] constant({-nan(0x7), nan})
+        }
+        """
+    )
+    module = parse(source)
     value = module.entry.root.literal.value  # type: ignore[union-attr]
     bits = value.view(np.uint32)  # type: ignore[union-attr]
     assert int(bits[0]) == 0xFF800007
@@ -132,15 +198,31 @@ def test_nan_payload_is_kept() -> None:
 
 
 def test_tuple_literal_decodes_per_element() -> None:
-    module = parse("HloModule m\nENTRY e {\n  ROOT c = (s32[], f32[2]) constant((1, {2, 3}))\n}\n")
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          ROOT c = (s32[], f32[2]) constant((1, {2, 3}))
+        }
+        """
+    )
+    module = parse(source)
     value = module.entry.root.literal.value  # type: ignore[union-attr]
-    assert isinstance(value, tuple) and int(value[0]) == 1
+    assert isinstance(value, tuple) and isinstance(value[0], np.ndarray) and int(value[0]) == 1
     np.testing.assert_array_equal(value[1], np.array([2, 3], np.float32))
 
 
 def test_large_constant_stays_text_until_asked() -> None:
     values = ", ".join(str(i % 7) for i in range(100_000))
-    module = parse(f"HloModule m\nENTRY e {{\n  ROOT c = s32[100000] constant({{{values}}})\n}}\n")
+    source = hlo(
+        f"""
+        HloModule m
+        ENTRY e {{
+          ROOT c = s32[100000] constant({{{values}}})
+        }}
+        """
+    )
+    module = parse(source)
     literal = module.entry.root.literal  # type: ignore[union-attr]
     assert literal is not None and literal._value is None
     assert int(literal.value.sum()) == sum(i % 7 for i in range(100_000))  # type: ignore[union-attr]
@@ -148,35 +230,63 @@ def test_large_constant_stays_text_until_asked() -> None:
 
 
 def test_elided_constant_is_kept_as_elided() -> None:
-    text = "HloModule m\nENTRY e {\n  ROOT c = f32[100] constant({...})\n}\n"
+    text = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          ROOT c = f32[100] constant({...})
+        }
+        """
+    )
     module = parse(text)
     assert module.entry.root.literal.is_elided  # type: ignore[union-attr]
     assert "constant({...})" in module.to_text()
 
 
 def test_nested_operands_become_anonymous_instructions() -> None:
-    module = parse("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(f32[2] negate(p), p)\n}\n")
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          p = f32[2] parameter(0)
+          ROOT a = f32[2] add(f32[2] negate(p), p)
+        }
+        """
+    )
+    module = parse(source)
     names = [i.name for i in module.entry.instructions]
     assert names == ["p", "negate.anon", "a"]
     assert module.entry.root.operands[0].opcode == "negate"  # type: ignore[union-attr]
 
 
 def test_inline_computation_bodies_become_computations() -> None:
-    module = parse(
-        "HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n"
-        "  ROOT c = f32[] call(p), to_apply={\n    q = f32[] parameter(0)\n    ROOT n = f32[] negate(q)\n  }\n}\n"
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          p = f32[] parameter(0)
+          ROOT c = f32[] call(p), to_apply={
+            q = f32[] parameter(0)
+            ROOT n = f32[] negate(q)
+          }
+        }
+        """
     )
+    module = parse(source)
     assert [c.name for c in module.computations] == ["_", "e"]
     assert module.entry.root.attributes["to_apply"] is module.computations[0]  # type: ignore[union-attr]
     assert "to_apply=%_" in module.to_text()
 
 
 def test_unmodelled_attributes_keep_their_text() -> None:
-    text = (
-        'HloModule m\nENTRY e {\n  p = f32[2] parameter(0), sharding={devices=[2]0,1}\n'
-        '  ROOT c = f32[2] custom-call(p), custom_call_target="foo", '
-        'backend_config={"a": {"b": [1, 2]}}, frontend_attributes={k="v"}, '
-        'metadata={op_type="x" op_name="y/z" source_file="f.py" source_line=3}\n}\n'
+    text = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          p = f32[2] parameter(0), sharding={devices=[2]0,1}
+          ROOT c = f32[2] custom-call(p), custom_call_target="foo", backend_config={"a": {"b": [1, 2]}}, frontend_attributes={k="v"}, metadata={op_type="x" op_name="y/z" source_file="f.py" source_line=3}
+        }
+        """
     )
     out = parse(text).to_text()
     assert 'backend_config={"a": {"b": [1, 2]}}' in out
@@ -185,22 +295,44 @@ def test_unmodelled_attributes_keep_their_text() -> None:
 
 
 def test_control_predecessors_are_references_in_place() -> None:
-    module = parse(
-        "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] negate(a)\n"
-        "  ROOT c = f32[] abs(a), control-predecessors={b}, metadata={op_name=\"x\"}\n}\n"
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          a = f32[] parameter(0)
+          b = f32[] negate(a)
+          ROOT c = f32[] abs(a), control-predecessors={b}, metadata={op_name="x"}
+        }
+        """
     )
+    module = parse(source)
     root = module.entry.root
     assert root is not None and root.control_predecessors() == (module.entry.instructions[1],)
     assert print_instruction(root, True).endswith('abs(%a), control-predecessors={%b}, metadata={op_name="x"}')
 
 
 def test_headerless_module_gets_xla_name() -> None:
-    module = parse("ENTRY main {\n  ROOT p = f32[] parameter(0)\n}\n")
+    source = hlo(
+        """
+        ENTRY main {
+          ROOT p = f32[] parameter(0)
+        }
+        """
+    )
+    module = parse(source)
     assert module.name == "module_main"
 
 
 def test_comments_are_ignored() -> None:
-    module = parse("HloModule m // trailing\n/* block */ ENTRY e {\n  ROOT p = f32[] /* x */ parameter(0)\n}\n")
+    source = hlo(
+        """
+        HloModule m // trailing
+        /* block */ ENTRY e {
+          ROOT p = f32[] /* x */ parameter(0)
+        }
+        """
+    )
+    module = parse(source)
     assert module.entry.root.opcode == "parameter"  # type: ignore[union-attr]
 
 
@@ -227,9 +359,16 @@ def test_graph_edits_keep_text_valid() -> None:
 
 
 def test_unique_names_avoid_every_existing_name() -> None:
-    module = parse(
-        "HloModule m\nENTRY e {\n  convert = f32[] parameter(0)\n  ROOT convert.7 = f32[] negate(convert)\n}\n"
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          convert = f32[] parameter(0)
+          ROOT convert.7 = f32[] negate(convert)
+        }
+        """
     )
+    module = parse(source)
     assert module.unique_name("convert") == "convert.8"
     assert module.unique_name("convert") == "convert.9"
     assert module.unique_name("tuple") == "tuple"
@@ -264,10 +403,18 @@ def _depth_first(computation: Computation) -> list[str]:
 
 def test_post_order_when_text_order_is_not_an_order() -> None:
     """Passes append and insert instructions anywhere; the one-scan shortcut must give way to the search."""
-    module = parse(
-        "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  ROOT r = f32[] add(a, a)\n"
-        "  b = f32[] negate(r)\n  c = f32[] exponential(a), control-predecessors={b}\n}\n"
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          a = f32[] parameter(0)
+          ROOT r = f32[] add(a, a)
+          b = f32[] negate(r)
+          c = f32[] exponential(a), control-predecessors={b}
+        }
+        """
     )
+    module = parse(source)
     computation = module.entry
     late = Instruction("late", "negate", ArrayShape("f32"))
     late.append_operand(computation.instructions[0])
@@ -282,20 +429,33 @@ def test_post_order_when_text_order_is_not_an_order() -> None:
 
 
 def test_post_order_follows_text_order_when_it_can() -> None:
-    module = parse(
-        "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] negate(a)\n"
-        "  ROOT r = f32[] add(a, b), control-predecessors={b}\n  d = f32[] negate(a)\n}\n"
+    source = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          a = f32[] parameter(0)
+          b = f32[] negate(a)
+          ROOT r = f32[] add(a, b), control-predecessors={b}
+          d = f32[] negate(a)
+        }
+        """
     )
+    module = parse(source)
     assert [i.name for i in module.entry.post_order()] == _depth_first(module.entry) == ["a", "b", "d", "r"]
 
 
 def test_a_body_the_body_token_misreads_is_read_one_instruction_at_a_time() -> None:
     """`//` in a bare attribute value looks like a line comment to the BODY token, which then
     closes the body at the brace on the next line; the exact reading keeps the value whole."""
-    text = (
-        "HloModule m\nENTRY e {\n"
-        '  a = f32[] parameter(0), backend_config=a//b, metadata={op_name="x"\n}\n'
-        "  ROOT b = f32[] negate(a)\n}\n"
+    text = hlo(
+        """
+        HloModule m
+        ENTRY e {
+          a = f32[] parameter(0), backend_config=a//b, metadata={op_name="x"
+        }
+          ROOT b = f32[] negate(a)
+        }
+        """
     )
     module = parse(text)
     a, b = module.entry.instructions
@@ -304,7 +464,14 @@ def test_a_body_the_body_token_misreads_is_read_one_instruction_at_a_time() -> N
 
 
 def _nested_parameter(depth: int) -> str:
-    return f"HloModule m\nENTRY e {{\n  ROOT p = {'(' * depth}f32[]{')' * depth} parameter(0)\n}}\n"
+    return hlo(
+        f"""
+        HloModule m
+        ENTRY e {{
+          ROOT p = {"(" * depth}f32[]{")" * depth} parameter(0)
+        }}
+        """
+    )
 
 
 def test_brackets_nested_past_the_body_token_are_read_one_instruction_at_a_time() -> None:
@@ -317,7 +484,14 @@ def test_brackets_nested_past_the_body_token_are_read_one_instruction_at_a_time(
 
 
 def _long_constant(literal: str, shape: str) -> str:
-    return f"HloModule m\nENTRY e {{\n  ROOT c = {shape} constant({literal})\n}}\n"
+    return hlo(
+        f"""
+        HloModule m
+        ENTRY e {{
+          ROOT c = {shape} constant({literal})
+        }}
+        """
+    )
 
 
 def test_long_literal_lines_split_like_short_ones() -> None:
@@ -344,6 +518,7 @@ def test_a_big_mask_with_infinities_is_checked_without_conversion() -> None:
     values = ", ".join("-inf" if i % 3 == 0 else "0.5" for i in range(30_000))
     module = parse(_long_constant("{" + values + "}", "f32[30000]"))
     decoded = module.entry.root.literal.value  # type: ignore[union-attr]
+    assert isinstance(decoded, np.ndarray)
     assert np.isneginf(decoded[::3]).all() and (decoded[1::3] == 0.5).all()
     with pytest.raises(HloParseError, match="out of range for double"):
         parse(_long_constant("{" + values.replace("-inf", "-infinity", 1) + "}", "f32[30000]"))

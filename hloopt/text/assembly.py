@@ -1,0 +1,208 @@
+"""Names → references: instructions into computations, computations into the module.
+
+The parser hands over each instruction with its operands still as names. When
+a computation closes, its instructions are placed in text order and every
+operand name is resolved in the scope built so far, exactly as XLA requires
+(an operand must be defined earlier in the same computation). Callees may be
+defined after their callers, so they are resolved when the module closes,
+just before validation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hloopt.errors import HloParseError
+from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module
+from hloopt.ir.opcodes import COMPUTATION_LIST_ATTRIBUTES
+from hloopt.ir.shape import ArrayShape, TupleShape
+from hloopt.text.locations import Locations, OperandIssue
+from hloopt.text.shapes import ShapeReader
+from hloopt.text.splitting import Piece, attribute, attribute_name_offset
+from hloopt.text.validation import InvalidHlo, compatible, validate
+
+_NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+
+#: An operand as written: its name, its name with the shape text it declares, or a nested instruction.
+OperandItem = str | tuple[str, str] | Instruction
+#: An instruction's operand items, its control-predecessors text (if any) and its argument list's offset.
+Pending = tuple[list[OperandItem], str | None, int]
+
+
+class Assembly:
+    """The computations of one parse, and the instructions waiting for their computation to close."""
+
+    def __init__(self, shapes: ShapeReader, locations: Locations) -> None:
+        self._shapes = shapes
+        self._locations = locations
+        self.computations: dict[str, Computation] = {}
+        self.ordered: list[Computation] = []
+        #: Each instruction's operand items, control-predecessors text and argument list offset, until
+        #: placed. The parser fills it directly (one entry per instruction: no call on the hot path).
+        self.pending: dict[Instruction, Pending] = {}
+        self._callee_refs: list[tuple[Instruction, list[str]]] = []
+        self._roots: set[Instruction] = set()
+        self._inline_count = 0
+
+    # -- what the parser hands over besides `pending` ------------------------------
+    def hold_control_predecessors(self, instruction: Instruction, names: str) -> None:
+        """Resolve ``control-predecessors={...}`` when the instruction is placed."""
+        operands, _, arguments = self.pending[instruction]
+        self.pending[instruction] = (operands, names, arguments)
+        instruction.attributes["control-predecessors"] = InstructionList(())
+
+    def hold_callees(self, instruction: Instruction, keys: list[str]) -> None:
+        """Resolve these attributes' computation names when the module closes (callees may come later)."""
+        self._callee_refs.append((instruction, keys))
+
+    def mark_root(self, instruction: Instruction) -> None:
+        self._roots.add(instruction)
+
+    # -- computations ------------------------------------------------------------
+    def open_computation(self, name: str, name_at: int, is_entry: bool) -> Computation:
+        """A new computation named at `name_at`; its instructions come with `close_computation`."""
+        if name in self.computations:
+            raise self._locations.error(name_at, f"computation {name} already exists")
+        return Computation(name, is_entry)
+
+    def close_computation(
+        self, computation: Computation, name_at: int, instructions: list[Instruction], declared_result: Piece | None
+    ) -> Computation:
+        """Place the instructions; `declared_result` is the result shape the signature writes, checked against the root."""
+        self._finish(computation, instructions, name_at)
+        root = computation.root
+        if declared_result is not None and root is not None and root.shape is not None:
+            declared = self._shapes.read(declared_result, declared_result.start_pos)
+            if not compatible(declared, root.shape):
+                raise self._locations.error(
+                    declared_result.start_pos,
+                    f"Shape of computation {computation.name}, {declared.to_text(False)}, is not compatible "
+                    f"with that of its root instruction {root.name}, {root.shape.to_text(False)}",
+                )
+        return computation
+
+    def inline_computation(self, instructions: list[Instruction], offset: int) -> Computation:
+        """A computation written in place of a callee's name (``to_apply={...}``), named ``_``, ``_.1``, …"""
+        name = "_" if self._inline_count == 0 else f"_.{self._inline_count}"
+        while name in self.computations:
+            self._inline_count += 1
+            name = f"_.{self._inline_count}"
+        self._inline_count += 1
+        return self._finish(Computation(name), instructions, offset)
+
+    def _finish(self, computation: Computation, instructions: list[Instruction], offset: int) -> Computation:
+        self._locations.computations[computation] = offset
+        scope: dict[str, Instruction] = {}
+        root: Instruction | None = None
+        for instruction in instructions:
+            self._place(instruction, computation, scope)
+            if instruction in self._roots:
+                if root is not None:
+                    raise self._fail(f"computation {computation.name} has more than one ROOT", instruction, computation)
+                root = instruction
+        computation.root = root if root is not None else (instructions[-1] if instructions else None)
+        self.computations[computation.name] = computation
+        self.ordered.append(computation)
+        return computation
+
+    def _place(self, instruction: Instruction, computation: Computation, scope: dict[str, Instruction]) -> None:
+        """Resolve an instruction's operands in `scope`, then append it (nested operands first)."""
+        operand_items, control, arguments = self.pending.pop(instruction)
+        for item in operand_items:
+            if isinstance(item, Instruction):
+                self._place(item, computation, scope)
+                instruction.append_operand(item)
+                continue
+            name, declared_text = (item, None) if isinstance(item, str) else item
+            operand = scope.get(name)
+            if operand is None:
+                message = f"instruction {name} does not exist (operands must be defined earlier in the computation)"
+                raise self._locations.fail(OperandIssue(message, arguments, name))
+            if declared_text is not None and operand.shape is not None:
+                declared = self._shapes.get(declared_text)
+                if declared is None:
+                    declared_at = self._locations.operand(arguments, name, declared_text)
+                    declared = self._shapes.read(declared_text, declared_at)
+                if not compatible(declared, operand.shape):
+                    message = (
+                        f"The declared operand shape {declared.to_text()} is not compatible with the shape "
+                        f"of the operand instruction {operand.shape.to_text()}."
+                    )
+                    raise self._locations.fail(OperandIssue(message, arguments, name, declared_text))
+            instruction.append_operand(operand)
+        if instruction.opcode == "recv-done" and instruction.operands:
+            # Like XLA's parser: recv-done yields (the recv's data, token[]), whatever the text says.
+            recv_shape = instruction.operands[0].shape
+            if isinstance(recv_shape, TupleShape) and recv_shape.elements:
+                instruction.shape = TupleShape((recv_shape.elements[0], ArrayShape("token")))
+        if control is not None:
+            predecessors: list[Instruction] = []
+            for name in _NAME_LIST.findall(control):
+                if name not in scope:
+                    message = f"control predecessor {name} does not exist"
+                    raise self._fail(message, instruction, computation, "control-predecessors")
+                predecessors.append(scope[name])
+            instruction.attributes["control-predecessors"] = InstructionList(tuple(predecessors))
+        if instruction.name in scope:
+            message = f"instruction {instruction.name} already exists in computation {computation.name}"
+            raise self._fail(message, instruction, computation)
+        scope[instruction.name] = instruction
+        computation.append(instruction)
+
+    def _fail(
+        self, message: str, instruction: Instruction, computation: Computation | None = None, key: str | None = None
+    ) -> HloParseError:
+        return self._locations.fail(
+            InvalidHlo(message, instruction=instruction, attribute=key, computation=computation)
+        )
+
+    # -- the module ----------------------------------------------------------------
+    def module(self, name: str | None, attributes: Sequence[Piece], stack_frames: str | None) -> Module:
+        """The module of every computation read, its callees resolved, then validated as XLA does."""
+        end = len(self._locations.text)
+        entries = [c for c in self.ordered if c.is_entry]
+        if len(entries) > 1:
+            raise self._locations.error(end, "expects only one ENTRY computation")
+        if not self.ordered:
+            raise self._locations.error(end, "module has no computations")
+        if not entries:
+            self.ordered[-1].is_entry = True
+        entry = next(c for c in self.ordered if c.is_entry)
+        self._resolve_callees()
+        module = Module(name if name is not None else f"module_{entry.name}")
+        for token in attributes:
+            key, value = attribute(token)
+            name_at = token.start_pos + attribute_name_offset(token)
+            self._locations.module_attributes[key] = name_at
+            if key in module.attributes or (key == "entry_computation_layout" and module.entry_layout):
+                raise self._locations.error(name_at, f"module attribute {key} already exists")
+            if key == "entry_computation_layout":
+                module.entry_layout = self._shapes.program_layout(value, token.start_pos + token.index(value))
+            else:
+                module.attributes[key] = value
+        module.stack_frames = stack_frames
+        for computation in self.ordered:
+            module.add_computation(computation)
+        try:
+            validate(module, lambda text: self._shapes.read(text, 0))
+        except InvalidHlo as issue:
+            raise self._locations.fail(issue) from None
+        return module
+
+    def _resolve_callees(self) -> None:
+        for instruction, keys in self._callee_refs:
+            for key in keys:
+                value = str(instruction.attributes[key])
+                if key in COMPUTATION_LIST_ATTRIBUTES:
+                    names = _NAME_LIST.findall(value)
+                    callees = tuple(self._callee(n, instruction, key) for n in names)
+                    instruction.attributes[key] = ComputationList(callees)
+                else:
+                    instruction.attributes[key] = self._callee(value, instruction, key)
+
+    def _callee(self, name: str, instruction: Instruction, key: str) -> Computation:
+        computation = self.computations.get(name.lstrip("%"))
+        if computation is None:
+            raise self._fail(f"computation {name.lstrip('%')} does not exist", instruction, key=key)
+        return computation

@@ -1,0 +1,104 @@
+"""Shape text → `Shape`, each distinct text read once per parse.
+
+A 100k-instruction module writes a few hundred distinct shapes, so the reader
+keeps every shape it has read by its text: the same text gives the same
+object, which also lets validation check each shape once. Array shapes are
+read with a regex; tuple and buffer shapes go through the grammar's `shape`
+rule, whose callbacks come back here for the arrays inside.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from hloopt.errors import HloParseError
+from hloopt.ir.element_types import PRIMITIVE_TYPES
+from hloopt.ir.module import ProgramLayout
+from hloopt.ir.shape import UNBOUNDED, ArrayShape, Layout, Shape, TupleShape, default_layout
+
+_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\s*\})?")
+#: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here.
+SIZE = re.compile(r"\d{1,18}")
+
+#: Builds the located error for a message at an offset of the source.
+ErrorAt = Callable[[int, str], HloParseError]
+#: Reads a tuple or buffer shape's text standing at an offset of the source (with the grammar).
+NestedReader = Callable[[str, int], Shape]
+
+
+class ShapeReader:
+    """The shapes of one source text, interned by their text."""
+
+    def __init__(self, error: ErrorAt, read_nested: NestedReader) -> None:
+        self._error = error
+        self._read_nested = read_nested
+        self._cache: dict[str, Shape] = {}
+
+    def get(self, text: str) -> Shape | None:
+        """The shape already read for `text`, if any (so a caller computes an offset only when needed)."""
+        return self._cache.get(text)
+
+    def read(self, text: str, offset: int) -> Shape:
+        """The shape written as `text` at `offset` of the source."""
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        nested = text[:1] == "(" or text[:2] == "b("
+        shape = self._read_nested(text, offset) if nested else self.array(text, offset)
+        self._cache[text] = shape
+        return shape
+
+    def array(self, text: str, offset: int) -> ArrayShape:
+        """An array shape ``type[dims]{layout}`` written at `offset` (not interned: tuples intern whole)."""
+        match = _ARRAY_SHAPE.fullmatch(text.strip())
+        if match is None:
+            raise self._error(offset, f"expects a shape, found {text!r}")
+        element_type, dims_text, layout_text = match.groups()
+        if element_type not in PRIMITIVE_TYPES:
+            raise self._error(offset, f"unknown primitive type {element_type!r}")
+        dims: list[int] = []
+        dynamic: list[bool] = []
+        for part in (p.strip() for p in dims_text.split(",")) if dims_text.strip() else ():
+            if part == "?":
+                dims.append(UNBOUNDED)
+                dynamic.append(True)
+                continue
+            bounded = part.startswith("<=")
+            digits = part[2:].strip() if bounded else part
+            if not SIZE.fullmatch(digits):
+                raise self._error(offset, f"bad dimension {part[:40]!r} in shape {text[:80]!r}")
+            dims.append(int(digits))
+            dynamic.append(bounded)
+        layout = self._layout(layout_text, len(dims), text, offset) if layout_text is not None else None
+        if layout is None and element_type not in ("token", "opaque"):
+            layout = default_layout(len(dims))
+        return ArrayShape(element_type, tuple(dims), tuple(dynamic), layout)
+
+    def _layout(self, layout_text: str, rank: int, text: str, offset: int) -> Layout:
+        order_text, _, tail = layout_text.partition(":")
+        parts = [p for p in order_text.replace(" ", "").split(",") if p]
+        if not all(SIZE.fullmatch(p) for p in parts):
+            raise self._error(offset, f"expects a layout of dimension numbers, found {{{layout_text[:60]}}}")
+        order = tuple(int(p) for p in parts)
+        if len(order) != rank:
+            raise self._error(offset, f"layout {{{layout_text}}} does not match the rank of {text!r}")
+        return Layout(order, tail.strip())
+
+    def program_layout(self, value: str, offset: int) -> ProgramLayout:
+        """``{(params)->result}``, the module's entry_computation_layout, written at `offset`."""
+        inner = value.strip()
+        if not (inner.startswith("{") and inner.endswith("}")) or "->" not in inner:
+            raise self._error(offset, "expects entry_computation_layout={(shapes)->shape}")
+        params_text, _, result_text = inner[1:-1].rpartition("->")
+        params_at = offset + 1 + _leading_space(params_text)
+        result_at = offset + 1 + len(params_text) + len("->") + _leading_space(result_text)
+        params = self.read(params_text.strip(), params_at)
+        result = self.read(result_text.strip(), result_at)
+        if not isinstance(params, TupleShape):
+            raise self._error(offset, "expects the parameter shapes of entry_computation_layout in parentheses")
+        return ProgramLayout(params.elements, result)
+
+
+def _leading_space(text: str) -> int:
+    return len(text) - len(text.lstrip())
