@@ -13,6 +13,7 @@ against the pass's dataclass fields.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import typing
 from dataclasses import dataclass
@@ -42,9 +43,7 @@ class PassInfo:
 
     def options(self) -> dict[str, Any]:
         """Option name → its type, from the pass's dataclass fields."""
-        cls = self.pass_class()
-        hints = typing.get_type_hints(cls)
-        return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+        return _option_types(self.pass_class())
 
     def create(self, options: dict[str, str] | None = None) -> HloPass:
         """The pass with `options` (text values, as in a spec) checked and converted."""
@@ -57,6 +56,13 @@ class PassInfo:
                 raise HloError(f"pass {self.name} has no option {key!r}; its options: {listed}")
             values[field_name] = _option_value(self.name, key, text, known[field_name])
         return self.pass_class()(**values)
+
+
+@functools.cache
+def _option_types(cls: type[HloPass]) -> dict[str, Any]:
+    """Read once per class: a batch builds every pass for every module, and type hints cost."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
 def _option_value(pass_name: str, key: str, text: str, kind: Any) -> object:
