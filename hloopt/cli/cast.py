@@ -11,6 +11,8 @@ from hloopt.cast_engine.dtypes import NEURON, PROFILES, XLA, DType, resolve
 from hloopt.cast_engine.engine import cast
 from hloopt.cast_engine.errors import CastError
 from hloopt.cast_engine.fileio import read_input, write_output
+from hloopt.errors import HloError
+from hloopt.support.fileio import check_output, write_error
 
 
 class CommandError(click.ClickException):
@@ -50,7 +52,7 @@ def _dtype(spec: str | None, profile: str) -> DType | None:
     "output_path",
     metavar="OUT",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),  # a directory here is refused with the other unwritable outputs
     help="Output file (.npy, or raw bytes otherwise).",
 )
 def cast_command(
@@ -64,8 +66,12 @@ def cast_command(
         source = _dtype(src, profile)
         target = _dtype(dst, profile)
         assert target is not None
+        check_output(output_path)
         data, source = read_input(input_path, source)
         result = cast(data, source.name, target.name, config, profile)
-        write_output(output_path, result, target)
-    except (CastError, OSError) as exc:
+        try:
+            write_output(output_path, result, target)
+        except OSError as err:
+            raise write_error(output_path, err) from None
+    except (CastError, HloError, OSError) as exc:
         raise CommandError(str(exc)) from None

@@ -14,7 +14,7 @@ import numpy as np
 
 from hloopt.cli.main import reports_errors
 from hloopt.ir.shape import ArrayShape
-from hloopt.support.fileio import read_text
+from hloopt.support.fileio import check_output, read_hlo
 from hloopt.xla.bridge import isolated_call
 from hloopt.xla.execution import (
     DEFAULT_ATOL,
@@ -58,7 +58,10 @@ def exec_command(
     max_bytes: int,
 ) -> None:
     """Run MODULE.hlo once on the CPU and summarise each output (tuples flattened)."""
-    text = read_text(module_path)
+    for path in (save_inputs_path, output_path):
+        if path is not None:  # before XLA runs, and before either is written
+            check_output(path)
+    text = read_hlo(module_path)
     inputs = None if inputs_path is None else load_arrays(inputs_path)
     execution = isolated_call(partial(run, seed=seed, max_bytes=max_bytes, label=module_path), text, inputs)
     if save_inputs_path is not None:
@@ -107,7 +110,7 @@ def compare_command(
 ) -> None:
     """Run A.hlo and B.hlo on the same inputs and compare outputs: exit 0 all within
     tolerance, 1 any over, 2 on an error. An element passes when |b-a| <= atol + rtol*|a|."""
-    texts = read_text(a_path), read_text(b_path)
+    texts = read_hlo(a_path), read_hlo(b_path)
     inputs = None if inputs_path is None else load_arrays(inputs_path)
     report = verify_numerics(
         *texts, rtol=rtol, atol=atol, seed=seed, inputs=inputs, labels=(a_path, b_path), max_bytes=max_bytes

@@ -188,14 +188,14 @@ def _run_file(input_path: str, options: RunOptions) -> None:
             click.echo(f"hloopt: {entry.name}: {entry.rewritten} instruction(s) rewritten", err=True)
     if result.exception is not None:
         raise result.exception
+    if options.show_diff:  # with --check too, as for a directory
+        click.echo(result.diff, nl=False)
     if options.check:
         if result.status == "changed":
             click.echo(f"hloopt: {job.name} would change", err=True)
         sys.exit(1 if result.status == "changed" else 0)
     assert result.texts is not None  # a lone module's result keeps them
-    if options.show_diff:
-        click.echo(result.diff, nl=False)
-    elif options.output is None and not options.in_place:
+    if not options.show_diff and options.output is None and not options.in_place:
         click.echo(result.texts[1], nl=False)
     if options.verify_numerics:
         (comparison,) = compare_numerics([result], options)

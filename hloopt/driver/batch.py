@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 
 from hloopt.driver.flow import Job, ModuleResult, RunOptions, compare_numerics, process_module
 from hloopt.errors import HloError
-from hloopt.support.fileio import discard_partial_writes
+from hloopt.support.fileio import check_output, discard_partial_writes, make_directories
 
 DEFAULT_GLOBS = ("*.hlo", "*.txt")
 
@@ -108,6 +108,11 @@ def check_options(input_dir: str, options: RunOptions) -> RunOptions:
         )
     if options.output == "-":
         raise HloError(f"{input_dir}: is a directory; its modules cannot be written to stdout, give -o OUTDIR")
+    # Checked before any module is processed, so a bad path costs nothing and leaves nothing written.
+    if options.report_path is not None:
+        check_output(options.report_path)
+    if options.dump_dir is not None and options.passes is not None:
+        check_output(options.dump_dir, directory=True, create=True)
     if options.check and options.output is not None:
         return replace(options, output=None)
     return options
@@ -155,18 +160,10 @@ def discover(root: Path, globs: Sequence[str] = DEFAULT_GLOBS, exclude: Path | N
 
 def _prepare_output_dir(root: Path, out: Path) -> None:
     """OUTDIR exists or is created, is a directory, and is not the input tree itself."""
-    if out.exists() and not out.is_dir():
-        raise HloError(f"{out}: is a file, expected a directory")
+    check_output(out, directory=True, create=True)
     if out.exists() and out.resolve() == root.resolve():
         raise HloError(f"{out}: is the input directory; use --in-place to overwrite the inputs")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except PermissionError:
-        raise HloError(f"{out}: permission denied") from None
-    except OSError as err:
-        raise HloError(f"{out}: cannot create directory: {err.strerror}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise HloError(f"{out}: permission denied")
+    make_directories(out)
 
 
 def run(

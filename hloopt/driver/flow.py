@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from hloopt.errors import HloError, HloParseError
-from hloopt.support.fileio import read_text, write_atomic
+from hloopt.support.fileio import check_output, make_directories, read_hlo, write_atomic
 
 if TYPE_CHECKING:
     from hloopt.passes.pipeline import PassReport
@@ -122,14 +122,24 @@ def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
     from hloopt.passes.pipeline import run_pipeline
     from hloopt.text.parser import parse
 
-    source = read_text(job.path)
+    target = None if options.check else job.path if options.in_place else job.below(options.output)
+    dump = job.below(options.dump_dir) if options.passes is not None else None
+    # Every output is checked before anything is written: a path that cannot be written leaves nothing behind.
+    # (--in-place rewrites INPUT only when its text changes: its directory is checked only then, by the write.)
+    if target is not None and not options.in_place:
+        check_output(target, create=job.relative is not None)
+    if dump is not None:
+        check_output(dump, directory=True, create=True)
+    source = read_hlo(job.path)
     module = parse(source, job.name)
     if options.passes is not None:
+        if dump is not None:
+            make_directories(dump)
         report = run_pipeline(
             module,
             options.passes,
             numerics=options.numerics,
-            dump_dir=job.below(options.dump_dir),
+            dump_dir=dump,
             original=lambda: parse(source, job.name),
         )
         result.passes = list(report.passes)
@@ -137,14 +147,13 @@ def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
     changed = any(p.changed for p in result.passes) if options.passes is not None else text != source
     result.status = "changed" if changed else "unchanged"
     result.texts = (source, text)
-    target = None if options.check else job.path if options.in_place else job.below(options.output)
     if options.show_diff and text != source:
         # A lone file's diff names the file it writes; a batch's names each module "(after)".
         after = target if target is not None and job.relative is None else f"{job.name} (after)"
         result.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
     if target is not None and not (options.in_place and text == source):
         if job.relative is not None:  # a batch mirrors the input tree; a lone file's directory must exist
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            make_directories(Path(target).parent)
         write_atomic(target, text)
         result.output = target
 

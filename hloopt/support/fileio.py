@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -36,6 +38,115 @@ def read_text(path: str) -> str:
         raise parse_error_at(text, len(prefix), name, "invalid UTF-8 in input") from None
 
 
+#: The opening of an MLIR text (StableHLO, MHLO), after blank and ``//`` comment lines: ``module @name``,
+#: ``module attributes``, ``module {`` opening a ``func.func`` or closing at once, a bare ``func.func``, a ``#loc``
+#: alias or the generic ``"builtin.module"``. ``module {`` followed by instructions is HLO (a computation named module).
+_MLIR_START = re.compile(
+    r'(?:\s|//[^\n]*)*(module\s*(?:@|attributes\b|\{\s*(?:func\.func\b|\}))|func\.func\b|#loc\d*\s*=|"builtin\.module")'
+)
+
+#: How a jax user gets HLO text instead (checked against jax 0.10: ``Lowered.compiler_ir("hlo")`` is an XlaComputation).
+HLO_FROM_JAX = "jax.jit(f).lower(*args).compiler_ir('hlo').as_hlo_text()"
+
+
+def read_hlo(path: str) -> str:
+    """Read an HLO module's text; MLIR text (what ``jax ... .lower().as_text()`` prints) is a located error.
+
+    Checked before parsing, so the user reads what the file is and how to get HLO,
+    not the HLO parser's complaint about its first ``@``.
+    """
+    text = read_text(path)
+    found = _MLIR_START.match(text)
+    if found is not None:
+        name = "<stdin>" if path == "-" else path
+        message = (
+            f"this is MLIR (StableHLO) text, not HLO text; hloopt reads HLO text, which jax prints with {HLO_FROM_JAX}"
+        )
+        raise parse_error_at(text, found.start(1), name, message)
+    return text
+
+
+def check_output(path: str | os.PathLike[str], *, directory: bool = False, create: bool = False) -> None:
+    """Refuse, before anything is written, an output file (or `directory`) that could not be written.
+
+    `create`: missing directories on the way will be made (a batch's mirrored tree,
+    a dump directory), so only the nearest existing one must be writable.
+    """
+    target = Path(path)
+    problem = _problem(target, directory, create)
+    if problem is not None:
+        raise HloError(f"{target}: {problem}")
+
+
+def make_directories(path: str | os.PathLike[str]) -> None:
+    """``mkdir -p`` whose failure is an `HloError` saying what is in the way."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise write_error(target, err, directory=True) from None
+
+
+def write_error(path: str | os.PathLike[str], err: OSError, *, directory: bool = False) -> HloError:
+    """`err`, raised writing `path` (a file, or a `directory` being made), in words: what is really in the way."""
+    target = Path(path)
+    problem = _problem(target, directory, create=directory)
+    if problem is None:  # the disk shows nothing in the way (a race, or access() allowed what the write did not)
+        if isinstance(err, PermissionError):
+            problem = f"cannot write in directory {_parent(target)}: permission denied"
+        elif isinstance(err, IsADirectoryError):
+            problem = "is a directory"
+        else:
+            reason = err.strerror or str(err)
+            problem = f"cannot write: {reason[:1].lower()}{reason[1:]}"
+    return HloError(f"{target}: {problem}")
+
+
+def _problem(target: Path, directory: bool, create: bool) -> str | None:
+    """What on disk stops writing `target`, or None; never "does not exist" for what exists but is locked."""
+    mode = _mode(target)
+    if isinstance(mode, str):
+        return mode
+    if mode is not None:
+        if directory and not stat.S_ISDIR(mode):
+            return "is a file, expected a directory"
+        if not directory and stat.S_ISDIR(mode):
+            return "is a directory"
+        if directory:
+            return None if os.access(target, os.W_OK | os.X_OK) else "cannot write in this directory: permission denied"
+    parent = _parent(target)
+    for ancestor in (parent, *parent.parents):
+        mode = _mode(ancestor)
+        if isinstance(mode, str):
+            return mode
+        if mode is None:
+            continue
+        if not stat.S_ISDIR(mode):
+            return f"{ancestor} is a file, not a directory"
+        if ancestor != parent and not create:
+            return f"directory {parent} does not exist"
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            return f"cannot write in directory {ancestor}: permission denied"
+        return None
+    return None
+
+
+def _mode(path: Path) -> int | str | None:
+    """`path`'s st_mode; None when it is absent (or below a file); a message when it cannot be looked at."""
+    try:
+        return path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        return f"cannot reach {path}: permission denied"
+    except OSError as err:
+        return f"cannot reach {path}: {err.strerror}"
+
+
+def _parent(target: Path) -> Path:
+    return target.parent if str(target.parent) else Path(".")
+
+
 #: The temporary files of this process's writes still under way (see `discard_partial_writes`).
 _writing: set[str] = set()
 
@@ -44,13 +155,10 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    directory = target.parent if str(target.parent) else Path(".")
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    except FileNotFoundError:
-        raise HloError(f"{target}: directory {directory} does not exist") from None
-    except PermissionError:
-        raise HloError(f"{target}: permission denied") from None
+        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=_parent(target))
+    except OSError as err:
+        raise write_error(target, err) from None
     _writing.add(temp)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -64,10 +172,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         os.replace(temp, target)
     except BaseException as err:
         Path(temp).unlink(missing_ok=True)
-        if isinstance(err, IsADirectoryError):
-            raise HloError(f"{target}: is a directory") from None
-        if isinstance(err, PermissionError):
-            raise HloError(f"{target}: permission denied") from None
+        if isinstance(err, OSError):
+            raise write_error(target, err) from None
         raise
     finally:
         _writing.discard(temp)

@@ -205,8 +205,9 @@ def test_unwritable_output_mid_batch_leaves_no_partial_file(tree: Path, tmp_path
         (out / "deep").chmod(0o700)
     assert result.returncode == 1
     assert "hloopt: 5 processed, 1 changed, 0 unchanged, 4 failed" in result.stderr, result.stderr
-    assert f"hloopt: error: {tree}/deep/mlp.txt: {out}/deep/mlp.txt: permission denied" in result.stderr
-    assert f"hloopt: error: {tree}/deep/er/bn.hlo: {out}/deep/er: permission denied" in result.stderr
+    locked = f"cannot write in directory {out}/deep: permission denied"
+    assert f"hloopt: error: {tree}/deep/mlp.txt: {out}/deep/mlp.txt: {locked}" in result.stderr
+    assert f"hloopt: error: {tree}/deep/er/bn.hlo: {out}/deep/er/bn.hlo: {locked}" in result.stderr
     assert snapshot(out) == {"int8_matmul.hlo": (out / "int8_matmul.hlo").read_bytes()}  # no temp, no partial file
     assert parse((out / "int8_matmul.hlo").read_text()).entry is not None
 
@@ -221,7 +222,9 @@ def test_output_blocked_mid_batch_leaves_no_partial_file(tree: Path, tmp_path: P
     assert "hloopt: 5 processed, 2 changed, 0 unchanged, 3 failed" in result.stderr, result.stderr
     # Each message names the module, then the output that could not be written.
     assert f"hloopt: error: {tree}/deep/plain.hlo: {out}/deep/plain.hlo: is a directory" in result.stderr
-    assert f"hloopt: error: {tree}/deep/er/bn.hlo: {out}/deep/er: file exists" in result.stderr
+    assert f"hloopt: error: {tree}/deep/er/bn.hlo: {out}/deep/er/bn.hlo: {out}/deep/er is a file, not a directory" in (
+        result.stderr
+    )
     written = snapshot(out)
     assert sorted(written) == ["deep/er", "deep/mlp.txt", "int8_matmul.hlo"]  # no temporary or partial file
     assert written["deep/er"] == b"a file, not a directory\n"
