@@ -21,21 +21,20 @@ def _direct(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
 
 
 def _via_float32(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
-    """Through float32: exact for small-float pairs numpy has no cast for, and the
-    folder's own (double-rounding) route for float64 -> float16 / bfloat16."""
+    """Through float32: exact for the small-float pairs numpy has no cast for."""
     hub = scratch.get("hub", np.float32, src.size)
     np.copyto(hub, src, casting="unsafe")
     np.copyto(dst, hub, casting="unsafe")
 
 
 def _f64_via_odd_float32(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
-    """float64 -> a small float, rounded once as XLA does.
+    """float64 -> a float narrower than float32, rounded once as XLA does.
 
-    ml_dtypes casts float64 to the 8/4-bit floats through float32, which rounds
-    twice, while the folder converts them directly. Rounding to float32 *to odd* first (truncate, then set the last
-    bit if anything was dropped) keeps the sticky information, and float32 has
-    at least two more bits than every small float, so the second rounding is
-    then exactly the direct one.
+    ml_dtypes casts float64 to bfloat16 and the 8/4-bit floats through float32,
+    which rounds twice, while the folder converts directly. Rounding to float32
+    *to odd* first (truncate, then set the last bit if anything was dropped)
+    keeps the sticky information, and float32 has at least two more bits than
+    every narrower float, so the second rounding is then exactly the direct one.
     """
     hub = scratch.get("hub", np.float32, src.size)
     np.copyto(hub, src, casting="unsafe")
@@ -51,6 +50,27 @@ def _f64_via_odd_float32(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> 
     np.copyto(dst, hub, casting="unsafe")
 
 
+def _int_via_odd_float32(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
+    """A 32/64-bit integer -> a float narrower than float32, rounded once as XLA does.
+
+    ml_dtypes goes through float32, which rounds wide integers twice
+    (2^30 + 2^22 + 1 -> bfloat16 ties to 2^30 instead of rounding up). The
+    magnitude is rounded to odd in integer arithmetic, keeping at least 23
+    significant bits (float64's exponent may overstate the bit length by one),
+    which float32 holds exactly and which leaves the one real rounding to the
+    final cast, as for float64 sources.
+    """
+    magnitude = np.abs(src.astype(np.int64 if src.dtype.kind == "i" else np.uint64)).view(np.uint64)
+    shift = np.maximum(np.frexp(magnitude.astype(np.float64))[1] - 24, 0).astype(np.uint64)
+    kept = magnitude >> shift
+    dropped = magnitude != kept << shift
+    odd = (kept | dropped.astype(np.uint64)) << shift
+    hub = scratch.get("hub", np.float32, src.size)
+    np.copyto(hub, odd, casting="unsafe")  # at most 24 significant bits: exact
+    np.negative(hub, out=hub, where=src < 0)
+    np.copyto(dst, hub, casting="unsafe")
+
+
 def _to_pred(src: np.ndarray, dst: np.ndarray, scratch: Scratch) -> None:
     """x != 0, so NaN is true."""
     np.not_equal(src, src.dtype.type(0), out=dst)
@@ -62,10 +82,11 @@ def kernel(src: DType, dst: DType) -> Kernel:
         return _to_pred
     if dst.is_int and src.kind == "f":
         return saturating_int_encoder(dst.container, np.trunc, np.float64, nan_positive=0, nan_negative=0)
-    if src.name == "float64" and dst.kind == "f" and dst.container.itemsize == 1:
-        return _f64_via_odd_float32
-    if src.name == "float64" and dst.name in ("float16", "bfloat16"):
-        return _via_float32  # the folder rounds these twice, through float32
+    if dst.kind == "f" and dst.container.itemsize < 4:
+        if src.name == "float64":
+            return _f64_via_odd_float32
+        if src.is_int and src.container.itemsize >= 4:
+            return _int_via_odd_float32
     if np.can_cast(src.container, dst.container, casting="unsafe"):
         return _direct
     return _via_float32

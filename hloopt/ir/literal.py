@@ -509,7 +509,23 @@ def format_float(value: Any, element_type: str) -> str:
     if element_type == "f64":
         text = f"{as_double:.15g}"
         return text if float(text) == as_double else f"{as_double:.17g}"
-    return f"{as_double:.{_MAX_DIGITS10[element_type]}g}"
+    return _narrow_float_text(as_double, element_type)
+
+
+def _narrow_float_text(as_double: float, element_type: str) -> str:
+    """``%.{max_digits10}g``, with more digits where XLA would read that back as another value.
+
+    XLA reads a literal as a double and converts it with round-to-nearest, so
+    max_digits10 is not always enough: e8m0's 2^-127 prints as 5.9e-39, which
+    is nearer the rounding boundary's far side and reads back as 2^-126.
+    """
+    scalar = numpy_dtype(element_type).type
+    digits = _MAX_DIGITS10[element_type]
+    text = f"{as_double:.{digits}g}"
+    while digits < 17 and scalar(float(text)) != scalar(as_double):
+        digits += 1
+        text = f"{as_double:.{digits}g}"
+    return text
 
 
 def _format_element(value: Any, element_type: str, scalar: bool) -> str:

@@ -46,12 +46,20 @@ def foldable_types(source: str, target: str, profile: str) -> bool:
 
 
 def convert_array(value: np.ndarray, source: str, target: str, profile: str) -> np.ndarray:
-    """`value` converted as the convert instruction would under `profile`."""
+    """`value` converted as the convert instruction would under `profile`.
+
+    Under "neuron" a type the device lacks (f64, pred, the fnuz fp8s) exists there
+    only as float32: XLA's convert takes it to or from float32 and the device's
+    cast does the rest, so f64 -> f16 rounds twice on purpose (docs/decisions.md).
+    """
+    value = np.ascontiguousarray(value)
     if source in COMPLEX_TYPES:
         # The engine has no complex types; c64↔c128 is IEEE rounding of each part, as numpy does.
         return value.astype(numpy_dtype(target))
-    chosen = profile if _profile_for(source, profile) == profile and _profile_for(target, profile) == profile else XLA
-    return cast(np.ascontiguousarray(value), source, target, profile=chosen)
+    if profile == XLA or (_profile_for(source, profile) == profile and _profile_for(target, profile) == profile):
+        return cast(value, source, target, profile=profile)
+    hub = cast(value, source, "f32", profile=_profile_for(source, profile) or XLA)
+    return cast(hub, "f32", target, profile=_profile_for(target, profile) or XLA)
 
 
 @dataclass(frozen=True)
