@@ -9,8 +9,11 @@ outside the common set are checked only for defined operands and legal types.
 
 from __future__ import annotations
 
+import math
+
 from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer, int_list
 from hloopt.errors import HloError
+from hloopt.ir import element_types
 from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import (
@@ -144,6 +147,13 @@ def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
         index, size = int_list(instruction.attributes.get("index")), len(source.elements)
         if not index or not 0 <= index[0] < size:
             return [f"index {index[0] if index else '(none)'} is out of range for a tuple of {size} elements"]
+    if (
+        op in ("bitcast", "bitcast-convert")
+        and isinstance(source, ArrayShape)
+        and isinstance(shape, ArrayShape)
+        and source.element_type != shape.element_type
+    ):
+        return _check_bitcast(op, source, shape)
     if op in INFERABLE:  # the shape must be exactly what `infer` gives (layout aside)
         expected = infer(instruction, operands)
         if op == "dot" and isinstance(expected, ArrayShape) and isinstance(shape, ArrayShape):
@@ -163,6 +173,43 @@ def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
     if op in RESULT_FROM:
         return _check_calls(instruction, shapes)
     return []
+
+
+def _byte_width(element_type: str) -> int:
+    """``ShapeUtil::ByteSizeOfPrimitiveType``: sub-byte types take a byte each."""
+    return max(1, element_types.BY_NAME[element_type].bits // 8)
+
+
+def byte_size(shape: ArrayShape) -> int | None:
+    """``ShapeUtil::ByteSizeOf`` of an array; None when unknown (token, opaque, packed ``E(n)`` layouts)."""
+    row = element_types.BY_NAME.get(shape.element_type)
+    if row is None or row.bits == 0 or (shape.layout is not None and "E(" in shape.layout.tail):
+        return None
+    return math.prod(shape.dims) * _byte_width(shape.element_type)
+
+
+def _check_bitcast(op: str, source: ArrayShape, shape: ArrayShape) -> list[str]:
+    """Bits are reinterpreted, so the sizes must agree (a pass that widened one side breaks them).
+
+    Only bitcasts between two element types are checked: XLA's parser accepts a same-type
+    bitcast of any size, which no pass makes.
+
+    bitcast: equal ``ShapeUtil::ByteSizeOf``. bitcast-convert (``InferBitcastConvertShape``):
+    equal dimensions for equal bit widths, else the narrower side has one more, minor,
+    dimension of the width ratio.
+    """
+    before, after = byte_size(source), byte_size(shape)
+    if before is None or after is None:
+        return []
+    text = f"{op} {source.to_text(False)} → {shape.to_text(False)}"
+    if op == "bitcast":
+        return [] if before == after else [f"{text} changes the byte size ({before} → {after})"]
+    known = element_types.BY_NAME
+    source_bits, bits = known[source.element_type].bits, known[shape.element_type].bits
+    wide, narrow = (source, shape) if source_bits >= bits else (shape, source)
+    ratio = max(source_bits, bits) // min(source_bits, bits)
+    expected = tuple(wide.dims) if ratio == 1 else (*wide.dims, ratio)
+    return [] if tuple(narrow.dims) == expected else [f"{text} changes the bit width without matching dimensions"]
 
 
 def _check_calls(instruction: Instruction, shapes: ShapeResolver) -> list[str]:

@@ -411,5 +411,10 @@ def allowed_attributes(opcode: str) -> frozenset[str]:
     if suffix is None:
         return GENERIC_ATTRIBUTES | BY_NAME[base].attributes
     if suffix == "-start":
-        return GENERIC_ATTRIBUTES | BY_NAME[base].attributes | {"async_execution_thread", "output_to_operand_aliasing"}
+        return GENERIC_ATTRIBUTES | BY_NAME[base].attributes | ASYNC_OWN_ATTRIBUTES
     return GENERIC_ATTRIBUTES | {"async_execution_thread"}
+
+
+#: Attributes an async sugar start takes for itself, not for the op it wraps (a ``-done`` takes
+#: only the thread); the passes split a start's attributes by them when they unwrap it.
+ASYNC_OWN_ATTRIBUTES: frozenset[str] = frozenset({"async_execution_thread", "output_to_operand_aliasing"})

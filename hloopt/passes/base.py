@@ -19,6 +19,7 @@ from hloopt.errors import HloError
 from hloopt.ir.builder import Builder
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, tuple_elements
+from hloopt.passes.async_ops import unwrapped_async
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,19 @@ class HloPass(ABC):
     def run(self, module: Module) -> PassResult:
         """Rewrite `module` in place and say what changed.
 
+        The pass sees async sugar as the explicit wrapped op (`unwrapped_async`).
+
         The computations the pass edited are found by their edit counts, and, as XLA
         prints a module it rewrote, laid out in post order; a scheduled module keeps
         its list order (new instructions sit just before their first user).
         """
-        before = {computation: computation.edits for computation in module.computations}
-        result = self.run_on_module(module)
+        with unwrapped_async(module):
+            before = {computation: computation.edits for computation in module.computations}
+            result = self.run_on_module(module)
+            edited = [c for c in module.computations if before.get(c) != c.edits]
         if module.attributes.get("is_scheduled") != "true":
-            for computation in module.computations:
-                if before.get(computation) != computation.edits:
+            for computation in edited:
+                if computation in module.computations:  # not a wrapped computation sugared again
                     computation.sort_in_print_order()
         return result
 
@@ -74,15 +79,15 @@ class OpExpanderPass(HloPass):
             computation = instruction.parent
             if computation is None:  # removed as dead code by an earlier expansion
                 continue
-            warning = self.warning(instruction, shapes)
-            if warning is not None:
-                warnings.append(warning)
+            warnings += self.warnings(instruction, shapes)
             computation.replace_instruction(instruction, self.expand(Builder.before(instruction), instruction, shapes))
             rewritten += 1
         return PassResult(rewritten > 0, rewritten, tuple(warnings))
 
     def matches(self, module: Module, shapes: ShapeResolver | None = None) -> list[Instruction]:
-        shapes = shapes or ShapeResolver(module)
+        if shapes is None:  # called from outside `run`: look into async sugar too
+            with unwrapped_async(module):
+                return self.matches(module, ShapeResolver(module))
         found: list[Instruction] = []
         for computation in module.computations:
             matched = {i for i in computation.instructions if self.instruction_matches(i, shapes)}
@@ -102,10 +107,10 @@ class OpExpanderPass(HloPass):
         `instruction`; the replacement may also be an instruction that already exists.
         """
 
-    def warning(self, instruction: Instruction, shapes: ShapeResolver) -> str | None:
-        """A warning for the user about expanding `instruction` (read before it is replaced)."""
+    def warnings(self, instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+        """Warnings for the user about expanding `instruction` (read before it is replaced)."""
         del instruction, shapes
-        return None
+        return []
 
 
 def to_f32(shape: Shape) -> Shape:

@@ -4,27 +4,33 @@ The Neuron PE array has no integer matmul, so an integer dot becomes
 convert → F32 dot → convert back ("down" onto the float path, not a narrowing).
 Every new instruction is stamped ``auto_cast="none"`` so later auto-casting
 leaves the F32 routing alone. There is no overflow guard (as in the binary);
-hloopt only warns when the F32 accumulation can stop being exact.
+hloopt warns when the result type cannot hold every exact sum (the original
+wraps, the F32 route saturates in the convert back) and when the F32
+accumulation can stop being exact.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hloopt.analysis.shape_inference import ShapeResolver, int_list
+from hloopt.analysis.integer_bounds import dot_bound
+from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.errors import HloError
-from hloopt.ir import element_types
 from hloopt.ir.attributes import MapSyntaxError, canonical_order, with_frontend_attribute, with_op_name_suffix
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import INT_TYPES
 from hloopt.ir.module import AttributeValue, Instruction
+from hloopt.ir.opcodes import BY_NAME
 from hloopt.ir.shape import ArrayShape, Shape, leaf_shapes
 from hloopt.passes.base import OpExpanderPass, known_shape, to_f32
 
 #: Appended, verbatim with its spaces, to each new instruction's metadata op_name.
 METADATA_SUFFIX = " Downcast for int support "
-#: CreateDot passes only the dimension numbers and the precision config through.
-_DOT_ATTRIBUTES = (
+#: CreateDot passes the dimension numbers, the sparsity and the whole precision config
+#: (``operand_precision``, ``algorithm``, …) through: every attribute a dot takes of its own.
+_DOT_ATTRIBUTES = BY_NAME["dot"].attributes
+#: The order they are printed in; any other dot attribute follows in the order written.
+_DOT_ORDER = (
     "lhs_batch_dims",
     "lhs_contracting_dims",
     "rhs_batch_dims",
@@ -40,11 +46,6 @@ def all_leaves_integers(shape: Shape | None) -> bool:
     """XLA's ``Shape::AreAllLeavesIntegers`` (PRED is not an integer)."""
     leaves = leaf_shapes(shape) if shape is not None else []
     return bool(leaves) and all(leaf.element_type in INT_TYPES for leaf in leaves)
-
-
-def _max_magnitude(element_type: str) -> int:
-    row = element_types.BY_NAME[element_type]
-    return int(max(-row.lowest, row.highest))
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,15 @@ class NeuronIntMatmulDowncast(OpExpanderPass):
             else operand
             for position, (operand, shape) in enumerate(zip(instruction.operands, operand_shapes))
         ]
-        attributes = {k: instruction.attributes[k] for k in _DOT_ATTRIBUTES if k in instruction.attributes}
+        written = instruction.attributes
+        attributes = {k: written[k] for k in _DOT_ORDER if k in written} | {
+            k: v for k, v in written.items() if k in _DOT_ATTRIBUTES
+        }
         f32_dot = builder.add("dot", to_f32(dot_shape), operands, stamped(attributes))
         return builder.add("convert", dot_shape, [f32_dot], stamped({}))
 
-    def warning(self, instruction: Instruction, shapes: ShapeResolver) -> str | None:
-        return _overflow_warning(instruction, shapes)
+    def warnings(self, instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+        return _overflow_warnings(instruction, shapes)
 
 
 def _stamp(dot: Instruction) -> dict[str, AttributeValue]:
@@ -96,20 +100,24 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _overflow_warning(dot: Instruction, shapes: ShapeResolver) -> str | None:
-    """A warning when K·max|a|·max|b| can pass 2**24, where F32 sums stop being exact integers."""
-    lhs, rhs = (shapes(o) for o in dot.operands[:2])
-    if not (isinstance(lhs, ArrayShape) and isinstance(rhs, ArrayShape)):
-        return None
-    if lhs.element_type not in INT_TYPES or rhs.element_type not in INT_TYPES:
-        return None
-    k = 1
-    for d in int_list(dot.attributes.get("lhs_contracting_dims")):
-        k *= lhs.dims[d] if d < lhs.rank else 1
-    worst = k * _max_magnitude(lhs.element_type) * _max_magnitude(rhs.element_type)
-    if worst <= F32_EXACT:
-        return None
-    return (
-        f"%{dot.name}: {lhs.element_type}×{rhs.element_type} dot with K={k} can reach |{worst}| > 2^24; "
-        "the F32 emulation is then no longer exact (the pass has no overflow guard)"
-    )
+def _overflow_warnings(dot: Instruction, shapes: ShapeResolver) -> list[str]:
+    """Warnings when the result type cannot hold K·max|a|·max|b|, and when that can pass 2**24."""
+    bound = dot_bound(dot, shapes)
+    result = shapes(dot)
+    if bound is None or not isinstance(result, ArrayShape):
+        return []
+    lhs, rhs = (known_shape(shapes, o) for o in dot.operands[:2])
+    assert isinstance(lhs, ArrayShape) and isinstance(rhs, ArrayShape)  # dot_bound checked them
+    found: list[str] = []
+    if not bound.fits(result.element_type):
+        found.append(
+            f"%{dot.name}: {lhs.element_type}×{rhs.element_type} dot with K={bound.k} can reach "
+            f"|{bound.magnitude}| (sums in [{bound.lowest}, {bound.highest}]), which {result.element_type} cannot hold; "
+            "the original wraps, the F32 route saturates in the convert back"
+        )
+    if bound.magnitude > F32_EXACT:
+        found.append(
+            f"%{dot.name}: {lhs.element_type}×{rhs.element_type} dot with K={bound.k} can reach |{bound.magnitude}| > 2^24; "
+            "the F32 emulation is then no longer exact (the pass has no overflow guard)"
+        )
+    return found

@@ -21,6 +21,7 @@ from typing import cast as cast_type
 import numpy as np
 
 from hloopt.analysis.shape_inference import ShapeResolver
+from hloopt.analysis.verifier import byte_size
 from hloopt.cast_engine import cast
 from hloopt.ir import element_types
 from hloopt.ir.builder import Builder
@@ -36,6 +37,7 @@ from hloopt.ir.shape import (
     literal_parts,
     map_leaves,
 )
+from hloopt.passes.async_ops import unwrapped_async
 from hloopt.passes.base import HloPass, PassResult, known_shape
 
 #: CSWTCH_446 @ VA 0x410830, indexed by code − 0x13 (the 16th byte is outside the range check).
@@ -106,10 +108,24 @@ def has_upcast_type(shape: Shape | None) -> bool:
 def is_boundary(instruction: Instruction, shapes: ShapeResolver) -> bool:
     if instruction.opcode in BOUNDARY_OPCODES:
         return True
+    if instruction.opcode == "bitcast":
+        return _puns_types(instruction, shapes)
     # abs of a complex number is real: |c128| is f64 and must stay so.
     return instruction.opcode == "abs" and any(
         isinstance(s := shapes(o), ArrayShape) and s.element_type in COMPLEX_TYPES for o in instruction.operands
     )
+
+
+def _puns_types(bitcast: Instruction, shapes: ShapeResolver) -> bool:
+    """A bitcast that changes the element type and keeps the byte size reinterprets bits, like
+    bitcast-convert, so neither side may be widened. (One whose sizes already differ reinterprets
+    nothing; it is upcast as before.)"""
+    result = shapes(bitcast)
+    source = shapes(bitcast.operands[0]) if bitcast.operands else None
+    if not (isinstance(result, ArrayShape) and isinstance(source, ArrayShape)):
+        return False
+    sizes = (byte_size(result), byte_size(source))
+    return result.element_type != source.element_type and (None in sizes or sizes[0] == sizes[1])
 
 
 @dataclass
@@ -181,8 +197,9 @@ class UpcastAllToFP32(HloPass):
     name = "upcast-all-to-fp32"
 
     def matches(self, module: Module) -> list[Instruction]:
-        shapes = ShapeResolver(module)
-        return [i for c in module.computations for i in plan_computation(c, shapes).instructions()]
+        with unwrapped_async(module):
+            shapes = ShapeResolver(module)
+            return [i for c in module.computations for i in plan_computation(c, shapes).instructions()]
 
     def run_on_module(self, module: Module) -> PassResult:
         shapes = ShapeResolver(module)

@@ -115,3 +115,31 @@ def test_every_unary_elementwise_opcode_is_inferred(opcode: str) -> None:
     module = parse(f"HloModule m\nENTRY e {{\n  a = f64[3] parameter(0)\n  ROOT r = {opcode}(a)\n}}\n")
     inferred = ShapeResolver(module)(module.entry.instructions[-1])
     assert inferred is not None and inferred.to_text() == "f64[3]{0}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "ROOT r = s16[] bitcast(h)",
+        "ROOT r = f16[2,4]{1,0} bitcast(u)",
+        "ROOT r = s16[] bitcast-convert(h)",
+        "ROOT r = u8[4,4]{1,0} bitcast-convert(u)",
+        "ROOT r = bf16[9] bitcast(h)",  # one element type: XLA's parser takes any size
+    ],
+)
+def test_bitcasts_keeping_the_bits_pass(body: str) -> None:
+    assert _problems(_module(body, "h = bf16[] parameter(0)\n  u = u32[4] parameter(1)")) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("ROOT r = f32[] bitcast(h)", "changes the byte size (2 → 4)"),
+        ("ROOT r = f16[4]{0} bitcast(u)", "changes the byte size (16 → 8)"),
+        ("ROOT r = f32[] bitcast-convert(h)", "changes the bit width"),
+        ("ROOT r = u8[4,2]{1,0} bitcast-convert(u)", "changes the bit width"),
+    ],
+)
+def test_bitcasts_breaking_the_bits_are_named(body: str, words: str) -> None:
+    (problem,) = _problems(_module(body, "h = bf16[] parameter(0)\n  u = u32[4] parameter(1)"))
+    assert "%r" in problem and words in problem

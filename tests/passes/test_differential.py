@@ -66,6 +66,8 @@ NOT_RUNNABLE = {
     "my_kernel": "a custom-call target the CPU does not have",
     "kind=kOutput": "a hand-written dot fusion the CPU backend does not compile",
     "f6e2m3fn": "the CPU has no F6 types",
+    "-start(": "the CPU compiler rejects these async-wrapped ops, the input as much as the output",
+    "bitcast_punning": "the CPU compiler rejects type-punning bitcasts before layout assignment",
     "b_bn = (bf16[4,2]{1,0}, bf16[2]{0}, bf16[2]{0}) batch-norm-training(b_x, b_scale": "mixed-type batch norm",
 }
 
@@ -119,6 +121,28 @@ def test_int_dot_big_k_warns() -> None:
     exact = a.astype(np.int64) @ b.astype(np.int64)
     (got,) = xla_helper.execute(module.to_text(), [a, b])
     assert (got != exact).any()
+
+
+def test_int_dot_result_overflow_warns_and_differs() -> None:
+    """The class the warning names: an s8 result wraps in the original, saturates on the F32 route."""
+    text = hlo("""
+        HloModule small_result
+
+        ENTRY main {
+          a = s8[1,3]{1,0} parameter(0)
+          b = s8[3,1]{1,0} parameter(1)
+          ROOT d = s8[1,1]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+        }
+    """)
+    module = parse(text, "t")
+    report = run_passes(module, "neuron-int-matmul-downcast")
+    (warning,) = report.passes[0].warnings
+    assert "%d" in warning and "49152" in warning and "s8 cannot hold" in warning  # 3·128·128
+    a = np.array([[10, 10, 10]], np.int8)
+    b = np.array([[10], [10], [0]], np.int8)
+    (before,) = xla_helper.execute(text, [a, b])
+    (after,) = xla_helper.execute(module.to_text(), [a, b])
+    assert int(before[0, 0]) == 200 - 256 and int(after[0, 0]) == 127
 
 
 BN_CASES = _changing(

@@ -1,0 +1,66 @@
+"""Async-wrapped ops are seen by the passes in both spellings, and sugar nobody touched prints as it was."""
+
+from __future__ import annotations
+
+import pytest
+from hlo_text import hlo
+from pass_testing import run_passes
+
+from hloopt.passes.registry import lookup
+from hloopt.text.parser import parse
+
+SUGAR_DOT = hlo("""
+    HloModule m
+
+    ENTRY main {
+      a = s8[4,8]{1,0} parameter(0)
+      b = s8[8,2]{1,0} parameter(1)
+      ds = ((s8[4,8]{1,0}, s8[8,2]{1,0}), s32[4,2]{1,0}, s32[]) dot-start(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="f/dot"}
+      du = ((s8[4,8]{1,0}, s8[8,2]{1,0}), s32[4,2]{1,0}, s32[]) dot-update(ds)
+      ROOT dd = s32[4,2]{1,0} dot-done(du)
+    }
+""")
+
+UNTOUCHED = hlo("""
+    HloModule m
+
+    ENTRY main {
+      p = f32[10]{0} parameter(0)
+      st = ((f32[10]{0}), f32[10]{0}, s32[]) custom-call-start(p), custom_call_target="foo", metadata={op_name="x"}, async_execution_thread="t"
+      ROOT d = f32[10]{0} custom-call-done(st), async_execution_thread="t"
+    }
+""")
+
+
+def test_matches_sees_the_wrapped_dot_and_leaves_the_module_alone() -> None:
+    module = parse(SUGAR_DOT, "t")
+    before = module.to_text()
+    assert len(lookup("neuron-int-matmul-downcast").create().matches(module)) == 1
+    assert module.to_text() == before
+
+
+def test_sugar_with_update_becomes_call_start_chain() -> None:
+    module = parse(SUGAR_DOT, "t")
+    report = run_passes(module, "neuron-int-matmul-downcast")
+    assert report.changed
+    text = module.to_text()
+    assert "call-start(%a, %b), to_apply=" in text and "call-update(%ds)" in text and "call-done(%du)" in text
+    # the wrapped dot had the start's metadata, so the new instructions extend it
+    assert 'op_name="f/dot Downcast for int support "' in text
+    assert not lookup("neuron-int-matmul-downcast").create().matches(parse(text, "t"))
+
+
+@pytest.mark.parametrize("passes", ["all", "upcast-all-to-fp32", "neuron-int-matmul-downcast"])
+def test_untouched_sugar_prints_byte_identical(passes: str) -> None:
+    module = parse(UNTOUCHED, "t")
+    before = module.to_text()
+    run_passes(module, passes)
+    assert module.to_text() == before
+
+
+def test_upcast_keeps_a_custom_call_start_abi() -> None:
+    module = parse(UNTOUCHED.replace("f32[10]", "f16[10]"), "t")
+    run_passes(module, "upcast-all-to-fp32")
+    text = module.to_text()
+    assert "f16[10]{0} custom-call(" in text  # the kernel still gets and gives F16
+    assert "call-start(%p)" in text and "f16" not in text.split("ENTRY")[1]
