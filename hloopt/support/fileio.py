@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from hloopt.errors import HloError, parse_error_at
@@ -151,15 +151,32 @@ def _parent(target: Path) -> Path:
 _writing: set[str] = set()
 
 
+def _create_temporary(target: Path) -> tuple[int, str]:
+    """A new temporary file beside `target`, as `tempfile.mkstemp` makes one (O_EXCL, mode 0600).
+
+    Its name is recorded in `_writing` *before* the file exists, so a worker killed at any
+    point between the two leaves nothing behind (mkstemp's name is known only once it exists).
+    """
+    while True:
+        temp = str(_parent(target) / f".{target.name}.{secrets.token_hex(4)}.tmp")
+        _writing.add(temp)
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), temp
+        except FileExistsError:
+            _writing.discard(temp)
+        except BaseException:
+            _writing.discard(temp)
+            raise
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=_parent(target))
+        fd, temp = _create_temporary(target)
     except OSError as err:
         raise write_error(target, err) from None
-    _writing.add(temp)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)

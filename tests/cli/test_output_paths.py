@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from hlo_text import hlo
 
 from hloopt.cli.main import main
+from hloopt.support import fileio
 
 MODULE = hlo("""
     HloModule m
@@ -144,7 +145,8 @@ def test_a_write_refused_after_the_checks_is_worded_the_same(
     def refuse(*args: object, **kwargs: object) -> tuple[int, str]:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)  # the cast engine's own writer
+    monkeypatch.setattr(fileio, "_create_temporary", refuse)
     code, stderr = invoke(*args)
     out = args[args.index("-o") + 1]
     assert code in (1, 2) and "Traceback" not in stderr
