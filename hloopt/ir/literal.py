@@ -203,8 +203,44 @@ def _count(body: str) -> int:
     return len(_ELEMENT.findall(body)) if "(" in body else len(body.translate(SEPARATORS).split())
 
 
+#: One element as XLA's lexer reads it in a literal of each kind (grammar §1): a number starts
+#: with a digit or ``-`` (no ``+``, no leading ``.``, no ``_``); ``inf``/``nan`` in lower case.
+_FLOAT_TOKEN = r"-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|-\.\d+(?:[eE][+-]?\d+)?|-?inf|-?nan(?:\(0x[0-9a-fA-F]+\))?"
+_INTEGER_TOKEN = re.compile(r"-?\d+")
+_ELEMENT_TOKENS = {
+    Kind.SIGNED: _INTEGER_TOKEN,
+    Kind.UNSIGNED: _INTEGER_TOKEN,
+    Kind.PRED: re.compile(r"true|false|-?\d+"),
+    Kind.FLOAT: re.compile(_FLOAT_TOKEN),
+    Kind.COMPLEX: re.compile(rf"\(\s*(?:{_FLOAT_TOKEN})\s*,\s*(?:{_FLOAT_TOKEN})\s*\)"),
+}
+_EXPECTED_ELEMENTS = {
+    Kind.SIGNED: "integer literal values",
+    Kind.UNSIGNED: "integer literal values",
+    Kind.PRED: "true, false or integer literal values",
+    Kind.FLOAT: "number literal values (decimal, integer, inf or nan)",
+    Kind.COMPLEX: "complex literal values written (real, imag)",
+}
+_COMPLEX_OR_ELEMENT = re.compile(r"\([^()]*\)?|-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
+
+
+def _check_tokens(body: str, kind: Kind) -> None:
+    """Refuse an element XLA's lexer does not read as a literal of this kind (Python's int() and
+    float() take more: ``+1``, ``.5``, ``1_000``, ``Infinity``)."""
+    token = _ELEMENT_TOKENS.get(kind)
+    if token is None:
+        return
+    for match in _COMPLEX_OR_ELEMENT.finditer(body):
+        if match.group().startswith("(") and kind is not Kind.COMPLEX:
+            continue  # a tuple where an array was expected: the nesting check words that
+        if not token.fullmatch(match.group()):
+            raise LiteralError(f"expects {_EXPECTED_ELEMENTS[kind]}, but sees {match.group()!r}", match.start())
+
+
 def _check_array(body: str, shape: ArrayShape) -> None:
     scan = scan_numbers(body) if len(body) >= _SCAN_FROM and "(" not in body else None
+    if scan is None:
+        _check_tokens(body, BY_NAME[shape.element_type].kind)
     if shape.element_type in COMPLEX_TYPES:
         found = len(_COMPLEX_ELEMENT.findall(body))
     elif scan is not None:
@@ -212,7 +248,9 @@ def _check_array(body: str, shape: ArrayShape) -> None:
     else:
         found = _count(body)
     expected = shape.element_count
-    # XLA accepts a bare scalar for an array constant (it pads with zeros).
+    if shape.rank and "{" not in body and not body.lstrip().startswith("(") and (found != 1 or not expected):
+        # XLA takes one bare scalar for an array constant (it pads with zeros), never a bare list.
+        raise LiteralError(f"expects nested array in rank {shape.rank}, but sees 0: write an array constant in braces")
     if found != expected and not (found == 1 and "{" not in body):
         raise LiteralError(f"literal has {found} elements but shape {shape.to_text()} has {expected}")
     _check_values(body, shape, scan)
@@ -318,6 +356,7 @@ def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> No
         try:
             values = [int(t) for t in _ELEMENT.findall(body) if t not in ("true", "false")]
         except ValueError as err:
+            _check_tokens(body, BY_NAME[element_type].kind)  # says which element, and where
             raise LiteralError(f"expects integer literal values: {err}") from None
     for value in (min(values), max(values)) if values else ():
         if not low <= value <= high:
@@ -367,6 +406,7 @@ def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None
                 [t for t in tokens if "(" not in t and t not in ("nan", "-nan", "inf", "-inf")], dtype=np.float64
             )
         except ValueError as err:
+            _check_tokens(body, BY_NAME[element_type].kind)
             raise LiteralError(f"expects number literal values: {err}") from None
     assert numbers is not None
     if numbers.size and not np.isfinite(numbers).all():

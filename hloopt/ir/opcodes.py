@@ -75,6 +75,10 @@ class Opcode:
     async_form: AsyncForm = AsyncForm.SUGAR
     #: Attributes the parser accepts beyond `GENERIC_ATTRIBUTES`.
     attributes: frozenset[str] = frozenset()
+    #: Those of `attributes` the parser refuses the instruction without ("attribute … is expected
+    #: but not seen"). Rules that depend on the operands (a broadcast of a non-scalar needs
+    #: ``dimensions``; a conditional's callees follow its selector) are the validator's.
+    required: frozenset[str] = frozenset()
 
 
 #: Attributes every instruction accepts (``ParseInstructionRhs``).
@@ -114,7 +118,9 @@ def _op(
     result_from: str | None = None,
     async_form: AsyncForm = AsyncForm.SUGAR,
 ) -> Opcode:
-    """A row written like ``HLO_OPCODE_LIST``'s ``V(kAbs, "abs", 1)``; attribute names space-separated."""
+    """A row written like ``HLO_OPCODE_LIST``'s ``V(kAbs, "abs", 1)``; attribute names space-separated,
+    a required one marked ``*`` (``"dimensions* to_apply*"``)."""
+    names = attributes.split()
     return Opcode(
         name,
         enum,
@@ -125,7 +131,8 @@ def _op(
         tuple(callees.split()),
         result_from,
         async_form,
-        frozenset(attributes.split()),
+        frozenset(key.rstrip("*") for key in names),
+        frozenset(key[:-1] for key in names if key.endswith("*")),
     )
 
 
@@ -165,14 +172,14 @@ ROWS: tuple[Opcode, ...] = (
     _binary("kAdd", "add"),
     _op("kAddDependency", "add-dependency", 2, side_effect=True),
     _op("kAfterAll", "after-all", None, side_effect=True),
-    _collective("kAllGather", "all-gather", f"dimensions {_COLLECTIVE}", async_form=AsyncForm.NATIVE),
+    _collective("kAllGather", "all-gather", f"dimensions* {_COLLECTIVE}", async_form=AsyncForm.NATIVE),
     _collective("kAllGatherDone", "all-gather-done", "", arity=1),
-    _collective("kAllGatherStart", "all-gather-start", f"dimensions {_COLLECTIVE}"),
+    _collective("kAllGatherStart", "all-gather-start", f"dimensions* {_COLLECTIVE}"),
     _collective(
-        "kAllReduce", "all-reduce", f"to_apply mode {_COLLECTIVE}", callees="to_apply", async_form=AsyncForm.NATIVE
+        "kAllReduce", "all-reduce", f"to_apply* mode {_COLLECTIVE}", callees="to_apply", async_form=AsyncForm.NATIVE
     ),
     _collective("kAllReduceDone", "all-reduce-done", "", arity=1),
-    _collective("kAllReduceStart", "all-reduce-start", f"to_apply mode {_COLLECTIVE}", callees="to_apply"),
+    _collective("kAllReduceStart", "all-reduce-start", f"to_apply* mode {_COLLECTIVE}", callees="to_apply"),
     _collective("kAllToAll", "all-to-all", "replica_groups channel_id dimensions constrain_layout"),
     _binary("kAnd", "and", operand_types=_T.INTEGER_OR_PRED),
     _unary("kAsin", "asin", accuracy=True),
@@ -182,7 +189,7 @@ ROWS: tuple[Opcode, ...] = (
         "kAsyncStart",
         "async-start",
         None,
-        f"{_ASYNC} output_to_operand_aliasing",
+        "calls* async_execution_thread output_to_operand_aliasing",
         side_effect=True,
         callees="calls",
         async_form=AsyncForm.WRAPPER,
@@ -190,13 +197,13 @@ ROWS: tuple[Opcode, ...] = (
     _op("kAsyncUpdate", "async-update", None, _ASYNC, side_effect=True, callees="calls", async_form=AsyncForm.WRAPPER),
     _binary("kAtan2", "atan2"),
     _unary("kAtanh", "atanh", accuracy=True),
-    _op("kBatchNormGrad", "batch-norm-grad", 5, "epsilon feature_index", operand_types=_T.FLOAT),
-    _op("kBatchNormInference", "batch-norm-inference", 5, "epsilon feature_index", operand_types=_T.FLOAT),
-    _op("kBatchNormTraining", "batch-norm-training", 3, "epsilon feature_index", operand_types=_T.FLOAT),
+    _op("kBatchNormGrad", "batch-norm-grad", 5, "epsilon* feature_index*", operand_types=_T.FLOAT),
+    _op("kBatchNormInference", "batch-norm-inference", 5, "epsilon* feature_index*", operand_types=_T.FLOAT),
+    _op("kBatchNormTraining", "batch-norm-training", 3, "epsilon* feature_index*", operand_types=_T.FLOAT),
     _op("kBitcast", "bitcast", 1),
     _op("kBitcastConvert", "bitcast-convert", 1),
     _op("kBroadcast", "broadcast", 1, "dimensions"),
-    _op("kCall", "call", None, "to_apply is_composite", side_effect=True, callees="to_apply", result_from="to_apply"),
+    _op("kCall", "call", None, "to_apply* is_composite", side_effect=True, callees="to_apply", result_from="to_apply"),
     _unary("kCbrt", "cbrt", accuracy=True),
     _unary("kCeil", "ceil"),
     _op("kCholesky", "cholesky", 1, "lower"),
@@ -206,14 +213,14 @@ ROWS: tuple[Opcode, ...] = (
     _collective(
         "kCollectivePermute",
         "collective-permute",
-        "source_target_pairs channel_id slice_sizes",
+        "source_target_pairs* channel_id slice_sizes",
         async_form=AsyncForm.NATIVE,
     ),
     _collective("kCollectivePermuteDone", "collective-permute-done", "", arity=1),
-    _collective("kCollectivePermuteStart", "collective-permute-start", "source_target_pairs channel_id slice_sizes"),
-    _op("kCompare", "compare", 2, "direction type", elementwise=_E.PREDICATE),
+    _collective("kCollectivePermuteStart", "collective-permute-start", "source_target_pairs* channel_id slice_sizes"),
+    _op("kCompare", "compare", 2, "direction* type", elementwise=_E.PREDICATE),
     _op("kComplex", "complex", 2, elementwise=_E.COMPLEX),
-    _op("kConcatenate", "concatenate", None, "dimensions"),
+    _op("kConcatenate", "concatenate", None, "dimensions*"),
     _op(
         "kConditional",
         "conditional",
@@ -228,52 +235,52 @@ ROWS: tuple[Opcode, ...] = (
         "kConvolution",
         "convolution",
         None,
-        "dim_labels window feature_group_count batch_group_count convolution_kind operand_precision sparsity_config",
+        "dim_labels* window feature_group_count batch_group_count convolution_kind operand_precision sparsity_config",
     ),
     _op("kCopy", "copy", 1, elementwise=_E.UNARY_SAME, async_form=AsyncForm.NATIVE),
     _op("kCopyDone", "copy-done", 1),
-    _op("kCopyStart", "copy-start", 1, "cross_program_prefetch_index output_to_operand_aliasing"),
+    _op("kCopyStart", "copy-start", 1, "cross_program_prefetch_index"),
     _unary("kCos", "cosine", accuracy=True),
     _unary("kCosh", "cosh", accuracy=True),
     _op(
         "kCustomCall",
         "custom-call",
         None,
-        """custom_call_target window dim_labels feature_group_count batch_group_count operand_layout_constraints
+        """custom_call_target* window dim_labels feature_group_count batch_group_count operand_layout_constraints
         custom_call_has_side_effect to_apply called_computations output_to_operand_aliasing padding_type literal
         operand_precision schedule api_version""",
         side_effect=True,
         callees="to_apply called_computations",
     ),
     _binary("kDivide", "divide"),
-    _op("kDomain", "domain", 1, "domain"),
-    _op("kDot", "dot", 2, f"{_DOT_DIMS} algorithm sparsity"),
+    _op("kDomain", "domain", 1, "domain*"),
+    _op("kDot", "dot", 2, f"{_DOT_DIMS} algorithm"),
     _op("kDynamicReshape", "dynamic-reshape", None),
-    _op("kDynamicSlice", "dynamic-slice", None, "dynamic_slice_sizes"),
+    _op("kDynamicSlice", "dynamic-slice", None, "dynamic_slice_sizes*"),
     _op("kDynamicUpdateSlice", "dynamic-update-slice", None),
     _unary("kErf", "erf", accuracy=True),
     _unary("kExp", "exponential", accuracy=True),
     _unary("kExpm1", "exponential-minus-one", accuracy=True),
-    _op("kFft", "fft", 1, "fft_type fft_length"),
+    _op("kFft", "fft", 1, "fft_type* fft_length*"),
     _unary("kFloor", "floor"),
-    _op("kFusion", "fusion", None, "kind calls output_to_operand_aliasing", callees="calls", result_from="calls"),
+    _op("kFusion", "fusion", None, "kind* calls* output_to_operand_aliasing", callees="calls", result_from="calls"),
     _op(
         "kGather",
         "gather",
         2,
-        """offset_dims collapsed_slice_dims start_index_map operand_batching_dims
-        start_indices_batching_dims index_vector_dim slice_sizes indices_are_sorted""",
+        """offset_dims* collapsed_slice_dims* start_index_map* operand_batching_dims
+        start_indices_batching_dims index_vector_dim* slice_sizes* indices_are_sorted""",
     ),
-    _op("kGetDimensionSize", "get-dimension-size", 1, "dimensions"),
-    _op("kGetTupleElement", "get-tuple-element", 1, "index"),
+    _op("kGetDimensionSize", "get-dimension-size", 1, "dimensions*"),
+    _op("kGetTupleElement", "get-tuple-element", 1, "index*"),
     _op("kImag", "imag", 1, elementwise=_E.UNARY_TO_REAL),
     _op("kInfeed", "infeed", 1, "infeed_config", side_effect=True),
-    _op("kIota", "iota", 0, "iota_dimension"),
+    _op("kIota", "iota", 0, "iota_dimension*"),
     _op("kIsFinite", "is-finite", 1, elementwise=_E.PREDICATE, operand_types=_T.FLOAT),
     _unary("kLog", "log", accuracy=True),
     _unary("kLog1p", "log-plus-one", accuracy=True),
     _unary("kLogistic", "logistic", accuracy=True),
-    _op("kMap", "map", None, "to_apply dimensions", callees="to_apply"),
+    _op("kMap", "map", None, "to_apply* dimensions", callees="to_apply"),
     _binary("kMaximum", "maximum"),
     _binary("kMinimum", "minimum"),
     _binary("kMulhi", "mulhi", operand_types=_T.INTEGER),
@@ -283,7 +290,7 @@ ROWS: tuple[Opcode, ...] = (
     _op("kOptimizationBarrier", "opt-barrier", 1),
     _binary("kOr", "or", operand_types=_T.INTEGER_OR_PRED),
     _op("kOutfeed", "outfeed", 2, "outfeed_shape outfeed_config", side_effect=True),
-    _op("kPad", "pad", 2, "padding"),
+    _op("kPad", "pad", 2, "padding*"),
     _op("kParameter", "parameter", 0, side_effect=True),
     _op("kPartitionId", "partition-id", 0),
     _unary("kPopulationCount", "popcnt", operand_types=_T.INTEGER),
@@ -293,61 +300,61 @@ ROWS: tuple[Opcode, ...] = (
     _op("kReal", "real", 1, elementwise=_E.UNARY_TO_REAL),
     _op("kRecv", "recv", 1, _HOST_TRANSFER, side_effect=True, async_form=AsyncForm.NATIVE),
     _op("kRecvDone", "recv-done", 1, _HOST_TRANSFER, side_effect=True),
-    _op("kReduce", "reduce", None, "dimensions to_apply", callees="to_apply"),
+    _op("kReduce", "reduce", None, "dimensions* to_apply*", callees="to_apply"),
     _op(
         "kReducePrecision",
         "reduce-precision",
         1,
-        "exponent_bits mantissa_bits",
+        "exponent_bits* mantissa_bits*",
         elementwise=_E.UNARY_SAME,
         operand_types=_T.FLOAT,
     ),
-    _collective("kReduceScatter", "reduce-scatter", f"to_apply dimensions mode {_COLLECTIVE}", callees="to_apply"),
-    _op("kReduceWindow", "reduce-window", None, "window to_apply", callees="to_apply"),
+    _collective("kReduceScatter", "reduce-scatter", f"to_apply* dimensions* mode {_COLLECTIVE}", callees="to_apply"),
+    _op("kReduceWindow", "reduce-window", None, "window to_apply*", callees="to_apply"),
     _binary("kRemainder", "remainder"),
     _op("kReplicaId", "replica-id", 0),
     _op("kReshape", "reshape", 1, "inferred_dimension"),
-    _op("kReverse", "reverse", 1, "dimensions"),
-    _op("kRng", "rng", None, "distribution", side_effect=True),
-    _op("kRngBitGenerator", "rng-bit-generator", 1, "algorithm"),
-    _op("kRngGetAndUpdateState", "rng-get-and-update-state", 0, "delta", side_effect=True),
+    _op("kReverse", "reverse", 1, "dimensions*"),
+    _op("kRng", "rng", None, "distribution*", side_effect=True),
+    _op("kRngBitGenerator", "rng-bit-generator", 1, "algorithm*"),
+    _op("kRngGetAndUpdateState", "rng-get-and-update-state", 0, "delta*", side_effect=True),
     _unary("kRoundNearestAfz", "round-nearest-afz"),
     _unary("kRoundNearestEven", "round-nearest-even"),
     _unary("kRsqrt", "rsqrt", accuracy=True),
     _op("kScaledDot", "scaled-dot", 4, f"{_DOT_DIMS} algorithm"),
-    _op("kScan", "scan", None, "to_apply dimensions num_carries is_reverse is_associative", callees="to_apply"),
+    _op("kScan", "scan", None, "to_apply* dimensions* num_carries* is_reverse is_associative", callees="to_apply"),
     _op(
         "kScatter",
         "scatter",
         None,
-        """update_window_dims inserted_window_dims scatter_dims_to_operand_dims
-        input_batching_dims scatter_indices_batching_dims index_vector_dim to_apply indices_are_sorted
+        """update_window_dims* inserted_window_dims* scatter_dims_to_operand_dims*
+        input_batching_dims scatter_indices_batching_dims index_vector_dim* to_apply* indices_are_sorted
         unique_indices""",
         callees="to_apply",
     ),
     _op("kSelect", "select", 3, elementwise=_E.SELECT),
-    _op("kSelectAndScatter", "select-and-scatter", 3, "select scatter window", callees="select scatter"),
+    _op("kSelectAndScatter", "select-and-scatter", 3, "select* scatter* window", callees="select scatter"),
     _op("kSend", "send", 2, _HOST_TRANSFER, side_effect=True, async_form=AsyncForm.NATIVE),
     _op("kSendDone", "send-done", 1, _HOST_TRANSFER, side_effect=True),
-    _op("kSetDimensionSize", "set-dimension-size", 2, "dimensions"),
+    _op("kSetDimensionSize", "set-dimension-size", 2, "dimensions*"),
     _binary("kShiftLeft", "shift-left", operand_types=_T.INTEGER),
     _binary("kShiftRightArithmetic", "shift-right-arithmetic", operand_types=_T.INTEGER),
     _binary("kShiftRightLogical", "shift-right-logical", operand_types=_T.INTEGER),
     _unary("kSign", "sign"),
     _unary("kSin", "sine", accuracy=True),
     _unary("kSinh", "sinh", accuracy=True),
-    _op("kSlice", "slice", 1, "slice"),
-    _op("kSort", "sort", None, "dimensions to_apply is_stable", callees="to_apply"),
+    _op("kSlice", "slice", 1, "slice*"),
+    _op("kSort", "sort", None, "dimensions* to_apply* is_stable", callees="to_apply"),
     _unary("kSqrt", "sqrt", accuracy=True),
     _op("kStochasticConvert", "stochastic-convert", 2, elementwise=_E.CONVERT),
     _binary("kSubtract", "subtract"),
     _unary("kTan", "tan", accuracy=True),
     _unary("kTanh", "tanh", accuracy=True),
-    _op("kTopK", "topk", 1, "k largest"),
-    _op("kTranspose", "transpose", 1, "dimensions"),
+    _op("kTopK", "topk", 1, "k* largest"),
+    _op("kTranspose", "transpose", 1, "dimensions*"),
     _op("kTriangularSolve", "triangular-solve", 2, "left_side lower unit_diagonal transpose_a"),
     _op("kTuple", "tuple", None),
-    _op("kWhile", "while", 1, "condition body", side_effect=True, callees="condition body", result_from="body"),
+    _op("kWhile", "while", 1, "condition* body*", side_effect=True, callees="condition body", result_from="body"),
     _binary("kXor", "xor", operand_types=_T.INTEGER_OR_PRED),
 )
 
@@ -413,6 +420,13 @@ def allowed_attributes(opcode: str) -> frozenset[str]:
     if suffix == "-start":
         return GENERIC_ATTRIBUTES | BY_NAME[base].attributes | ASYNC_OWN_ATTRIBUTES
     return GENERIC_ATTRIBUTES | {"async_execution_thread"}
+
+
+@cache
+def required_attributes(opcode: str) -> frozenset[str]:
+    """The attributes the parser requires on `opcode`: a sugar start needs its wrapped op's."""
+    base, suffix = base_opcode(opcode)
+    return BY_NAME[base].required if suffix in (None, "-start") else frozenset()
 
 
 #: Attributes an async sugar start takes for itself, not for the op it wraps (a ``-done`` takes

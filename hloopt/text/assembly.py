@@ -23,6 +23,8 @@ from hloopt.text.splitting import Piece, attribute, attribute_name_offset
 from hloopt.text.validation import InvalidHlo, compatible, validate
 
 _NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+#: A ``control-predecessors`` value XLA reads: one name or more (``{}`` and a trailing comma are refused).
+_PREDECESSORS = re.compile(r"\{\s*%?[A-Za-z_][\w.\-]*(?:\s*,\s*%?[A-Za-z_][\w.\-]*)*\s*\}")
 
 #: An operand as written: its name, its name with the shape text it declares, or a nested instruction.
 OperandItem = str | tuple[str, str] | Instruction
@@ -48,6 +50,9 @@ class Assembly:
     # -- what the parser hands over besides `pending` ------------------------------
     def hold_control_predecessors(self, instruction: Instruction, names: str) -> None:
         """Resolve ``control-predecessors={...}`` when the instruction is placed."""
+        if not _PREDECESSORS.fullmatch(names):
+            message = "error parsing attribute control-predecessors: expects an instruction name in {...}"
+            raise self._fail(message, instruction, key="control-predecessors")
         operands, _, arguments = self.pending[instruction]
         self.pending[instruction] = (operands, names, arguments)
         instruction.attributes["control-predecessors"] = InstructionList(())
@@ -93,6 +98,10 @@ class Assembly:
 
     def _finish(self, computation: Computation, instructions: list[Instruction], offset: int) -> Computation:
         self._locations.computations[computation] = offset
+        if not instructions:
+            raise self._locations.error(
+                offset, f"computation {computation.name} has no instructions: XLA expects at least one"
+            )
         scope: dict[str, Instruction] = {}
         root: Instruction | None = None
         for instruction in instructions:

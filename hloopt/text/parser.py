@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -23,6 +24,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
 from hloopt.errors import HloParseError, parse_error_at
+from hloopt.ir.element_types import ROWS as ELEMENT_TYPE_ROWS
 from hloopt.ir.literal import Literal, LiteralError
 from hloopt.ir.module import INSTRUCTION_LIST_ATTRIBUTES, Computation, Instruction, Module
 from hloopt.ir.opcodes import COMPUTATION_ATTRIBUTES, COMPUTATION_LIST_ATTRIBUTES
@@ -47,6 +49,48 @@ _OPERAND = re.compile(_OPERAND_TEXT)
 #: An operand list of names with array shapes (XLA's canonical text), split without Lark.
 _SIMPLE_OPERANDS = re.compile(rf"\s*(?:{_OPERAND_TEXT}\s*(?:,\s*{_OPERAND_TEXT}\s*)*)?")
 #: A head `ROOT %name = shape opcode(` with no comments in it.
+#: Words XLA's lexer reads as something other than a name (grammar §1): a primitive type
+#: (not ``tuple``) or a keyword. Written bare they cannot name an instruction or computation.
+_NOT_NAMES = frozenset(row.name for row in ELEMENT_TYPE_ROWS) | frozenset(
+    [
+        "true",
+        "false",
+        "inf",
+        "nan",
+        "HloModule",
+        "ENTRY",
+        "ROOT",
+        "FileNames",
+        "FunctionNames",
+        "FileLocations",
+        "StackFrames",
+        "maximal",
+        "replicated",
+        "manual",
+        "last_tile_dim_replicate",
+        "shard_as",
+        "shard_like",
+        "unknown",
+        "unreduced",
+    ]
+)
+#: Names XLA's name sanitizer would change (it appends ``_`` to a primitive type's name).
+_ILLEGAL_NAMES = frozenset(row.name for row in ELEMENT_TYPE_ROWS)
+
+
+def check_name(name: str, written: str, offset: int, error: Callable[[int, str], HloParseError], kind: str) -> None:
+    """Refuse an instruction or computation name XLA's parser refuses; `written` is how the text
+    spells it (with or without ``%``)."""
+    if name not in _NOT_NAMES:
+        return
+    illegal = kind == "instruction" and name in _ILLEGAL_NAMES
+    if not written.startswith("%"):
+        fix = f"rename it, e.g. {name}_" if illegal else f"write %{name} or rename it"
+        raise error(offset, f"expects name: {name} is a type name or keyword here; {fix}")
+    if illegal:
+        raise error(offset, f"illegal instruction name: {name}; suggest renaming to: {name}_")
+
+
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -310,6 +354,8 @@ class _Parse:
         if parts is not None:
             root, name, shape_text, opcode = parts.groups()
             shape_pos, opcode_pos = head_pos + parts.start(3), head_pos + parts.start(4)
+            if name in _NOT_NAMES:
+                self._check_head_name(head, head_pos, parts.start(2))
         else:
             root, name, shape_text, shape_pos, opcode, opcode_pos = self._commented_head(head, head_pos)
         shape = self.shapes.read(shape_text, shape_pos) if shape_text else None
@@ -328,11 +374,26 @@ class _Parse:
             self.assembly.mark_root(instruction)
         return instruction, end
 
+    def _check_head_name(self, head: str, head_pos: int, start: int) -> None:
+        """The instruction name at `start` in `head`, checked with its ``%`` if written."""
+        percent = head[start - 1] == "%" if start else False
+        name = re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*", head[start:])
+        assert name is not None
+        check_name(
+            name.group(),
+            head[start - percent : name.end() + start],
+            head_pos + start - percent,
+            self.error,
+            "instruction",
+        )
+
     def _commented_head(self, head: str, head_pos: int) -> tuple[str | None, str, str | None, int, str, int]:
         """(root, name, shape text, its offset, opcode, its offset) of a head with comments in it."""
         match = _HEAD.match(head)
         if match is None:
             raise self.error(head_pos, "expects an instruction name and `=`")
+        if match.group(2) in _NOT_NAMES:
+            self._check_head_name(head, head_pos, match.start(2))
         rest = _COMMENT.sub(lambda m: " " * len(m.group()), head[match.end() : -1])
         opcode_match = _TRAILING_OPCODE.search(rest)
         if opcode_match is None:
@@ -441,17 +502,16 @@ class _Parse:
         if match is None:
             return position
         self.locations.attribute_runs[instruction] = base + position
-        raw: dict[str, str] = {}
+        seen: set[str] = set()
         forward: list[str] = []
         while match is not None:
             position = match.end()
             key, value = attribute(match.group())
-            if key not in raw:
-                raw[key] = value
-                self._set_attribute(instruction, key, value, base + position - len(value), forward)
-            elif raw[key] != value:  # XLA's printer repeats `statistics=` on async ops: same value, same meaning
+            if key in seen:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
                 raise self.error(where, f"attribute {key} already exists")
+            seen.add(key)
+            self._set_attribute(instruction, key, value, base + position - len(value), forward)
             match = attribute_re.match(text, position)
         if forward:
             self.assembly.hold_callees(instruction, forward)
@@ -495,6 +555,8 @@ class _Parse:
                     is_entry = True
                     continue
                 name_at = self.position(child)
+                if child.lstrip("%") in _NOT_NAMES:
+                    check_name(child.lstrip("%"), str(child), name_at, self.error, "computation")
                 computation = self.assembly.open_computation(child.lstrip("%"), name_at, is_entry)
             elif child.type == "BODY":
                 instructions = self.body(child)

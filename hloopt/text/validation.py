@@ -17,7 +17,7 @@ from typing import Any
 
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
-from hloopt.ir.opcodes import ASYNC_WRAPPERS, allowed_attributes, base_opcode
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, allowed_attributes, base_opcode, required_attributes
 from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
 
@@ -58,6 +58,7 @@ _API_VERSIONS = {
 }
 _DIRECTIONS = {"EQ", "NE", "GE", "GT", "LE", "LT"}
 _INT = re.compile(r"-?\d{1,18}")
+_BOOL_LIST = re.compile(r"\{\s*(?:(?:true|false)\s*(?:,\s*(?:true|false)\s*)*)?\}")
 _PADDING = re.compile(r"-?\d+_-?\d+(_\d+)?(x-?\d+_-?\d+(_\d+)?)*")
 _SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
 _ALIAS_ENTRY = re.compile(
@@ -138,6 +139,10 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> No
         if key not in allowed:
             names = ", ".join(sorted(allowed))
             raise _fail(instruction, f'unexpected attribute "{key}". Allowed attributes: {names}', key)
+    for key in sorted(required_attributes(opcode) - instruction.attributes.keys()):
+        raise _fail(instruction, f"attribute {key} is expected but not seen")
+    if "parameter_replication" in instruction.attributes:
+        _check_parameter_replication(instruction)
     if suffix in (None, "-start"):
         for check in _CHECKS.get(base, ()):
             check(instruction)
@@ -213,7 +218,11 @@ def _check_one_dimension(instruction: Instruction) -> None:
 
 
 def _check_collective(instruction: Instruction) -> None:
-    if instruction.attributes.get("use_global_device_ids") == "true" and "channel_id" not in instruction.attributes:
+    if (
+        instruction.opcode in _GLOBAL_IDS_NEED_CHANNEL
+        and instruction.attributes.get("use_global_device_ids") == "true"
+        and "channel_id" not in instruction.attributes
+    ):
         raise _fail(instruction, "Cannot have use_global_device_ids=true without channel_id", "use_global_device_ids")
     groups = instruction.attributes.get("replica_groups")
     if isinstance(groups, str) and groups.startswith("mesh"):
@@ -239,6 +248,33 @@ def _check_mesh_groups(instruction: Instruction, value: str) -> None:
             raise _fail(instruction, f"axis index {index} is out of bounds for mesh", "replica_groups")
 
 
+#: Collectives whose parser refuses ``use_global_device_ids=true`` without a ``channel_id``
+#: (all-gather takes it: XLA checks that in its verifier, not its parser).
+_GLOBAL_IDS_NEED_CHANNEL = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter"})
+
+
+def _check_parameter_replication(instruction: Instruction) -> None:
+    """``parameter_replication={true,false,…}``: on a parameter only, one entry per leaf buffer."""
+    if instruction.opcode != "parameter":
+        # jaxlib aborts on this; XLA keeps the flag only for parameters.
+        raise _fail(instruction, "parameter_replication is only allowed on a parameter", "parameter_replication")
+    value = str(instruction.attributes["parameter_replication"])
+    if not _BOOL_LIST.fullmatch(value):
+        raise _fail(
+            instruction,
+            "error parsing attribute parameter_replication: expects {true|false, …}",
+            "parameter_replication",
+        )
+    entries = len(_dims(value.replace("true", "1").replace("false", "0")))
+    leaves = len(leaf_shapes(instruction.shape)) if instruction.shape is not None else entries
+    if entries != leaves:
+        raise _fail(
+            instruction,
+            f"parameter has {leaves} leaf buffers, but parameter_replication has {entries} elements.",
+            "parameter_replication",
+        )
+
+
 def _check_conditional(instruction: Instruction) -> None:
     _require_operands(instruction, 1)
     selector = _array(instruction.operands[0].shape)
@@ -253,9 +289,92 @@ def _check_conditional(instruction: Instruction) -> None:
             )
         if selector.element_type == "s32" and "true_computation" in instruction.attributes:
             raise _fail(instruction, 'unexpected attribute "true_computation" for an S32 selector', "true_computation")
+        needed = (
+            ("true_computation", "false_computation") if selector.element_type == "pred" else ("branch_computations",)
+        )
+        for key in needed:
+            if key not in instruction.attributes:
+                raise _fail(instruction, f"attribute {key} is expected but not seen")
     branches = instruction.attributes.get("branch_computations")
     if isinstance(branches, ComputationList) and len(branches.computations) != len(instruction.operands) - 1:
         raise _fail(instruction, "conditional expects one operand per branch after the selector", "branch_computations")
+
+
+def _check_channel_done(instruction: Instruction) -> None:
+    """A send-done / recv-done names its send / recv's channel, or none if that has none."""
+    if not instruction.operands or instruction.operands[0].opcode not in ("send", "recv"):
+        return
+    start = instruction.operands[0]
+    mine, theirs = (_channel(op) for op in (instruction, start))
+    if mine != theirs:
+        raise _fail(
+            instruction,
+            f"{instruction.opcode} has channel_id={mine if mine is not None else 'none'} but its operand "
+            f"{start.name} has channel_id={theirs if theirs is not None else 'none'}",
+            "channel_id" if mine is not None else None,
+        )
+
+
+def _channel(instruction: Instruction) -> int | None:
+    value = instruction.attributes.get("channel_id")
+    return int(str(value)) if value is not None and _INT.fullmatch(str(value)) else None
+
+
+#: ``PrecisionConfig.Algorithm`` names as the parser reads them (``ALG_`` dropped, any case).
+_DOT_ALGORITHMS = frozenset(
+    [
+        "unset",
+        "dot_any_f8_any_f8_f32",
+        "dot_any_f8_any_f8_f32_fast_accum",
+        "dot_f16_f16_f16",
+        "dot_f16_f16_f32",
+        "dot_bf16_bf16_bf16",
+        "dot_bf16_bf16_f32",
+        "dot_bf16_bf16_f32_x3",
+        "dot_bf16_bf16_f32_x6",
+        "dot_bf16_bf16_f32_x9",
+        "dot_tf32_tf32_f32",
+        "dot_tf32_tf32_f32_x3",
+        "dot_f32_f32_f32",
+        "dot_f64_f64_f64",
+    ]
+)
+#: ``RandomAlgorithm`` names (any case): the same attribute name means this on rng-bit-generator.
+_RNG_ALGORITHMS = frozenset({"rng_default", "rng_three_fry", "rng_philox"})
+_INT_LIST = re.compile(r"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\}")
+_INT_LIST_LIST = re.compile(rf"\{{\s*(?:{_INT_LIST.pattern}\s*(?:,\s*{_INT_LIST.pattern}\s*)*)?\}}")
+
+
+def _check_algorithm(instruction: Instruction) -> None:
+    value = instruction.attributes.get("algorithm")
+    if value is None:
+        return
+    rng = base_opcode(instruction.opcode)[0] == "rng-bit-generator"
+    if str(value).lower() not in (_RNG_ALGORITHMS if rng else _DOT_ALGORITHMS):
+        kind = "a random algorithm" if rng else "algorithm"
+        raise _fail(instruction, f"expects {kind} but sees: {value}, error: Unknown algorithm", "algorithm")
+
+
+def _check_slice_sizes(instruction: Instruction) -> None:
+    """``slice_sizes`` is a list on gather, a list of lists on collective-permute."""
+    value = instruction.attributes.get("slice_sizes")
+    if value is None:
+        return
+    nested = base_opcode(instruction.opcode)[0] != "gather"
+    if not (_INT_LIST_LIST if nested else _INT_LIST).fullmatch(str(value)):
+        shape = "{{…}, …}" if nested else "{…}"
+        raise _fail(instruction, f"expects slice_sizes={shape} on {instruction.opcode}", "slice_sizes")
+    if nested and len(instruction.operands) != 4:
+        raise _fail(
+            instruction,
+            "CollectivePermute and CollectivePermuteStart must have exactly four operands for dynamic-slice "
+            "and in-place update.",
+        )
+
+
+def _check_at_most_one_dimension(instruction: Instruction) -> None:
+    if len(_dims(instruction.attributes.get("dimensions", ""))) > 1:
+        raise _fail(instruction, f"{instruction.opcode} expects at most one entry in dimensions={{}}", "dimensions")
 
 
 def _check_reshape(instruction: Instruction) -> None:
@@ -281,7 +400,7 @@ def _check_reshape(instruction: Instruction) -> None:
 def _check_broadcast(instruction: Instruction) -> None:
     operand = _array(instruction.operands[0].shape) if instruction.operands else None
     if "dimensions" not in instruction.attributes and operand is not None and operand.rank:
-        raise _fail(instruction, "broadcast expects dimensions= unless its operand is a scalar")
+        raise _fail(instruction, "attribute dimensions is expected but not seen")
 
 
 def _check_infeed(instruction: Instruction) -> None:
@@ -363,8 +482,6 @@ def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> No
 
 def _check_compare(instruction: Instruction) -> None:
     direction = instruction.attributes.get("direction")
-    if direction is None:
-        raise _fail(instruction, "compare expects direction=")
     if isinstance(direction, str) and direction.upper() not in _DIRECTIONS:
         raise _fail(instruction, f"unknown comparison direction {direction}", "direction")
 
@@ -593,9 +710,80 @@ def _check_frontend_attributes(value: str, key: str) -> None:
     reader.finish("expects '}' at the end of frontend attributes")
 
 
+_ORIGIN_TOKEN = re.compile(
+    rf"\s*(?:(?P<string>{_STRING})|(?P<int>-?\d+)|(?P<word>[A-Za-z_]\w*)|(?P<punct>[{{}}()\[\],]))"
+)
+
+
+def _check_origin(value: str, key: str) -> None:
+    """``origin={…}``, read as jaxlib's ``ParseOriginalValue``: ``{[synthetic_call]}``, or a tuple
+    tree whose leaves are ``{"name" {shape index}}`` arrays (either part may be left out)."""
+    tokens: list[str] = []
+    position = 0
+    while (match := _ORIGIN_TOKEN.match(value, position)) is not None and match.end() > position:
+        tokens.append(match.group(match.lastgroup or 0))
+        position = match.end()
+    if value[position:].strip():
+        tokens.append(value[position:].split(maxsplit=1)[0])
+    tokens.append("")
+    at = 0
+
+    def fail(message: str) -> InvalidHlo:
+        return InvalidHlo(f"error parsing attribute {key}: {message}", attribute=key)
+
+    def take(expected: str, message: str) -> None:
+        nonlocal at
+        if tokens[at] != expected:
+            raise fail(message)
+        at += 1
+
+    def tree() -> None:
+        nonlocal at
+        if tokens[at] == "(":
+            at += 1
+            while tokens[at] != ")":
+                if tokens[at] == ",":
+                    at += 1
+                elif tokens[at] in ("(", "{"):
+                    tree()
+                else:
+                    raise fail("Expects '(' or '{' for an element of a tuple of original arrays")
+            at += 1
+            return
+        take("{", "Expects '{' to start an OriginalArray")
+        if tokens[at].startswith('"'):
+            at += 1
+        if tokens[at] == "{":
+            at += 1
+            while tokens[at] != "}":
+                if not _INT.fullmatch(tokens[at]):
+                    raise fail("expects integer")
+                at += 1
+                if tokens[at] != ",":
+                    break
+                at += 1
+            take("}", "Expects '}' at the end of ShapeIndex")
+        take("}", "Expects '} at end of OriginalArray'")
+
+    take("{", "Expects '{' to start original value")
+    if tokens[at] == "[":
+        at += 1
+        take("synthetic_call", "Expects 'synthetic_call' after '[' for a synthetic_call value.")
+        take("]", "Expects ']' after synthetic_call")
+    else:
+        while tokens[at] in ("(", "{"):
+            tree()
+        if tokens[at] != "}":
+            raise fail("Expects '[synthetic]' or a tuple tree of original arrays in original_value field.")
+    take("}", "Expects '}' to end original value")
+    if tokens[at] != "":
+        raise fail("expects the attribute to end")
+
+
 _MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
     "metadata": _check_metadata,
     "frontend_attributes": _check_frontend_attributes,
+    "origin": _check_origin,
 }
 
 
@@ -657,11 +845,16 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "all-gather-start": (_check_collective,),
     "all-reduce": (_check_collective,),
     "all-reduce-start": (_check_collective,),
-    "collective-permute-start": (_check_collective,),
+    "collective-permute-start": (_check_collective, _check_slice_sizes),
     "reduce-scatter": (_check_collective,),
-    "all-to-all": (_check_collective,),
+    "all-to-all": (_check_collective, _check_at_most_one_dimension),
+    "ragged-all-to-all": (_check_at_most_one_dimension,),
     "collective-broadcast": (_check_collective,),
-    "collective-permute": (_check_collective,),
+    "collective-permute": (_check_collective, _check_slice_sizes),
+    "gather": (_check_slice_sizes,),
+    "dot": (_check_algorithm,),
+    "scaled-dot": (_check_algorithm,),
+    "rng-bit-generator": (lambda i: _require_operands(i, 1), _check_algorithm),
     "get-dimension-size": (_check_one_dimension,),
     "conditional": (_check_conditional,),
     "reshape": (_check_reshape,),
@@ -674,8 +867,9 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "convolution": (_check_window,),
     "reduce-window": (lambda i: _require_operands(i, 2), _check_window),
     "select-and-scatter": (_check_window,),
-    "rng-bit-generator": (lambda i: _require_operands(i, 1),),
     "compare": (_check_compare,),
+    "send-done": (_check_channel_done,),
+    "recv-done": (_check_channel_done,),
 }
 
 

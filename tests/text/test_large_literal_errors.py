@@ -72,7 +72,7 @@ REFUSED = [
         ending("9223372036854775808"),
         f"3:31: value 9223372036854775808 is out of range for literal's primitive type S64 {S64_RANGE}",
     ),
-    ("s32[1500]", ending("2.5"), "3:31: expects integer literal values: invalid literal for int() with base 10: '2.5'"),
+    ("s32[1500]", ending("2.5"), "3:4529: expects integer literal values, but sees '2.5'"),
     *(
         (
             "f32[1500]",
@@ -86,20 +86,19 @@ REFUSED = [
         ["-inf", "0", "nan"] * (N // 3 - 1) + ["-inf", "0", "3.5e38"],
         "3:31: value 3.5e+38 is out of range for literal's primitive type F32 namely [-3.40282e+38, 3.40282e+38].",
     ),
-    (
-        "f32[1500]",
-        ending("infinity"),
-        "3:31: Constant is out of range for double (+/-1.79769e+308) and so is unparsable.",
-    ),
     ("f64[1500]", ending("1e400"), "3:31: Constant is out of range for double (+/-1.79769e+308) and so is unparsable."),
     *(
-        ("f32[1500]", ending(word), f"3:31: expects number literal values: could not convert string to float: '{word}'")
-        for word in ("info", "xnan", "x", "é", "1-2", "e5")
+        (
+            "f32[1500]",
+            ending(word),
+            f"3:4529: expects number literal values (decimal, integer, inf or nan), but sees '{word}'",
+        )
+        for word in ("infinity", "info", "xnan", "x", "é", "1-2", "e5")
     ),
     (
         "f32[1500]",
         [*ending("-inf")[1:], "--inf"],
-        "3:31: expects number literal values: could not convert string to float: '--inf'",
+        "3:4532: expects number literal values (decimal, integer, inf or nan), but sees '--inf'",
     ),
     (
         "bf16[1500]",
