@@ -194,7 +194,15 @@ ROWS: tuple[Opcode, ...] = (
         callees="calls",
         async_form=AsyncForm.WRAPPER,
     ),
-    _op("kAsyncUpdate", "async-update", None, _ASYNC, side_effect=True, callees="calls", async_form=AsyncForm.WRAPPER),
+    _op(
+        "kAsyncUpdate",
+        "async-update",
+        None,
+        f"{_ASYNC} output_to_operand_aliasing",
+        side_effect=True,
+        callees="calls",
+        async_form=AsyncForm.WRAPPER,
+    ),
     _binary("kAtan2", "atan2"),
     _unary("kAtanh", "atanh", accuracy=True),
     _op("kBatchNormGrad", "batch-norm-grad", 5, "epsilon* feature_index*", operand_types=_T.FLOAT),
@@ -209,7 +217,7 @@ ROWS: tuple[Opcode, ...] = (
     _op("kCholesky", "cholesky", 1, "lower"),
     _op("kClamp", "clamp", 3, elementwise=_E.SELECT),
     _unary("kClz", "count-leading-zeros", operand_types=_T.INTEGER),
-    _collective("kCollectiveBroadcast", "collective-broadcast", "replica_groups channel_id"),
+    _collective("kCollectiveBroadcast", "collective-broadcast", "replica_groups channel_id has_dynamic_root"),
     _collective(
         "kCollectivePermute",
         "collective-permute",
@@ -218,7 +226,7 @@ ROWS: tuple[Opcode, ...] = (
     ),
     _collective("kCollectivePermuteDone", "collective-permute-done", "", arity=1),
     _collective("kCollectivePermuteStart", "collective-permute-start", "source_target_pairs* channel_id slice_sizes"),
-    _op("kCompare", "compare", 2, "direction* type", elementwise=_E.PREDICATE),
+    _op("kCompare", "compare", 2, "direction* type order", elementwise=_E.PREDICATE),
     _op("kComplex", "complex", 2, elementwise=_E.COMPLEX),
     _op("kConcatenate", "concatenate", None, "dimensions*"),
     _op(
@@ -235,7 +243,7 @@ ROWS: tuple[Opcode, ...] = (
         "kConvolution",
         "convolution",
         None,
-        "dim_labels* window feature_group_count batch_group_count convolution_kind operand_precision sparsity_config",
+        "dim_labels* window feature_group_count batch_group_count convolution_kind operand_precision sparsity_config algorithm",
     ),
     _op("kCopy", "copy", 1, elementwise=_E.UNARY_SAME, async_form=AsyncForm.NATIVE),
     _op("kCopyDone", "copy-done", 1),
@@ -254,7 +262,7 @@ ROWS: tuple[Opcode, ...] = (
     ),
     _binary("kDivide", "divide"),
     _op("kDomain", "domain", 1, "domain*"),
-    _op("kDot", "dot", 2, f"{_DOT_DIMS} algorithm"),
+    _op("kDot", "dot", 2, f"{_DOT_DIMS} algorithm sparsity_config"),
     _op("kDynamicReshape", "dynamic-reshape", None),
     _op("kDynamicSlice", "dynamic-slice", None, "dynamic_slice_sizes*"),
     _op("kDynamicUpdateSlice", "dynamic-update-slice", None),
@@ -350,13 +358,28 @@ ROWS: tuple[Opcode, ...] = (
     _binary("kSubtract", "subtract"),
     _unary("kTan", "tan", accuracy=True),
     _unary("kTanh", "tanh", accuracy=True),
-    _op("kTopK", "topk", 1, "k* largest"),
+    _op("kTopK", "topk", 1, "k* largest is_stable"),
     _op("kTranspose", "transpose", 1, "dimensions*"),
     _op("kTriangularSolve", "triangular-solve", 2, "left_side lower unit_diagonal transpose_a"),
     _op("kTuple", "tuple", None),
     _op("kWhile", "while", 1, "condition* body*", side_effect=True, callees="condition body", result_from="body"),
     _binary("kXor", "xor", operand_types=_T.INTEGER_OR_PRED),
 )
+
+#: Syntax that only newer jaxlib parsers take, with the first jaxlib version that does (probed
+#: on 0.10.2, 0.11.2 and 0.12.0.1). hloopt reads all of it, since each version's XLA prints its
+#: own; an older jaxlib then refuses the module, and the bridge says which construct and why.
+#: Attribute keys are ``"<opcode> <attribute>"``.
+JAXLIB_SINCE: dict[str, tuple[int, int]] = {
+    "compare order": (0, 11),
+    "topk is_stable": (0, 11),
+    "collective-broadcast has_dynamic_root": (0, 11),
+    "convolution algorithm": (0, 11),
+    "dot sparsity_config": (0, 12),
+    "async-update output_to_operand_aliasing": (0, 11),
+    "compact get-tuple-element operands (%x#1)": (0, 11),
+    "origin trees separated by commas": (0, 11),
+}
 
 #: Each row by its text spelling.
 BY_NAME: dict[str, Opcode] = {row.name: row for row in ROWS}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from hloopt.errors import HloParseError
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module
@@ -30,6 +31,30 @@ _PREDECESSORS = re.compile(r"\{\s*%?[A-Za-z_][\w.\-]*(?:\s*,\s*%?[A-Za-z_][\w.\-
 OperandItem = str | tuple[str, str] | Instruction
 #: An instruction's operand items, its control-predecessors text (if any) and its argument list's offset.
 Pending = tuple[list[OperandItem], str | None, int]
+
+
+@dataclass
+class _Scope:
+    """One computation's names while it is read.
+
+    `defined` holds the names the text gave; `taken` every name in use, including those of the
+    get-tuple-elements that XLA 0.11+'s compact operands (``%p#1``) stand for. XLA names such a
+    get-tuple-element ``p_1`` (``p_1_0`` for ``%p#1#0``), uniquified by a ``.N`` suffix, reuses
+    it for every later use, and renames a later instruction that wants its name the same way.
+    """
+
+    defined: dict[str, Instruction] = field(default_factory=dict[str, Instruction])
+    taken: set[str] = field(default_factory=set[str])
+    compact: dict[str, Instruction] = field(default_factory=dict[str, Instruction])
+
+    def fresh(self, name: str) -> str:
+        """`name`, or ``name.N`` with the smallest N not in use."""
+        if name not in self.taken:
+            return name
+        number = 1
+        while f"{name}.{number}" in self.taken:
+            number += 1
+        return f"{name}.{number}"
 
 
 class Assembly:
@@ -102,7 +127,7 @@ class Assembly:
             raise self._locations.error(
                 offset, f"computation {computation.name} has no instructions: XLA expects at least one"
             )
-        scope: dict[str, Instruction] = {}
+        scope = _Scope()
         root: Instruction | None = None
         for instruction in instructions:
             self._place(instruction, computation, scope)
@@ -115,7 +140,7 @@ class Assembly:
         self.ordered.append(computation)
         return computation
 
-    def _place(self, instruction: Instruction, computation: Computation, scope: dict[str, Instruction]) -> None:
+    def _place(self, instruction: Instruction, computation: Computation, scope: _Scope) -> None:
         """Resolve an instruction's operands in `scope`, then append it (nested operands first)."""
         operand_items, control, arguments = self.pending.pop(instruction)
         for item in operand_items:
@@ -124,7 +149,7 @@ class Assembly:
                 instruction.append_operand(item)
                 continue
             name, declared_text = (item, None) if isinstance(item, str) else item
-            operand = scope.get(name)
+            operand = self._compact(name, computation, scope, arguments) if "#" in name else scope.defined.get(name)
             if operand is None:
                 message = f"instruction {name} does not exist (operands must be defined earlier in the computation)"
                 raise self._locations.fail(OperandIssue(message, arguments, name))
@@ -148,16 +173,45 @@ class Assembly:
         if control is not None:
             predecessors: list[Instruction] = []
             for name in _NAME_LIST.findall(control):
-                if name not in scope:
+                if name not in scope.defined:
                     message = f"control predecessor {name} does not exist"
                     raise self._fail(message, instruction, computation, "control-predecessors")
-                predecessors.append(scope[name])
+                predecessors.append(scope.defined[name])
             instruction.attributes["control-predecessors"] = InstructionList(tuple(predecessors))
-        if instruction.name in scope:
-            message = f"instruction {instruction.name} already exists in computation {computation.name}"
+        written = instruction.name
+        if written in scope.defined:
+            message = f"instruction {written} already exists in computation {computation.name}"
             raise self._fail(message, instruction, computation)
-        scope[instruction.name] = instruction
+        instruction.name = scope.fresh(written)
+        scope.defined[written] = instruction
+        scope.taken.add(instruction.name)
         computation.append(instruction)
+
+    def _compact(self, name: str, computation: Computation, scope: _Scope, arguments: int) -> Instruction | None:
+        """The get-tuple-element a compact operand ``%p#1#0`` stands for, made at its first use."""
+        made = scope.compact.get(name)
+        if made is not None:
+            return made
+        base, _, index = name.rpartition("#")
+        tuple_ = self._compact(base, computation, scope, arguments) if "#" in base else scope.defined.get(base)
+        if tuple_ is None:
+            return None
+        shape = tuple_.shape
+        if not isinstance(shape, TupleShape) or int(index) >= len(shape.elements):
+            shown = shape.to_text(False) if shape is not None else "unknown"
+            message = f"GTE index {index} out of bounds for shape: {shown}"
+            raise self._locations.fail(OperandIssue(message, arguments, name))
+        made = Instruction(
+            scope.fresh(f"{tuple_.name}_{index}"),
+            "get-tuple-element",
+            shape.elements[int(index)],
+            [tuple_],
+            {"index": str(int(index))},
+        )
+        scope.compact[name] = made
+        scope.taken.add(made.name)
+        computation.append(made)
+        return made
 
     def _fail(
         self, message: str, instruction: Instruction, computation: Computation | None = None, key: str | None = None

@@ -36,14 +36,15 @@ from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
 
-_TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*$")
+_TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)\s*$")
 _HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
 _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*"
+#: An operand name; ``#i`` suffixes are XLA 0.11+'s compact get-tuple-element (``%while.5#1``).
+_NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*"
 #: An operand list of names alone (compiled text): split on commas.
 _NAMES = re.compile(rf"\s*(?:{_NAME}\s*(?:,\s*{_NAME}\s*)*)?")
-_OPERAND_TEXT = r"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?)\s*,?\s*)?%?([A-Za-z_][A-Za-z0-9_.\-]*)"
+_OPERAND_TEXT = r"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?)\s*,?\s*)?%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)"
 #: An operand: group 1 its declared array shape, if any, group 2 its name.
 _OPERAND = re.compile(_OPERAND_TEXT)
 #: An operand list of names with array shapes (XLA's canonical text), split without Lark.

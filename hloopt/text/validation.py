@@ -481,6 +481,12 @@ def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> No
 
 
 def _check_compare(instruction: Instruction) -> None:
+    order = instruction.attributes.get("order")
+    if order is not None:
+        if "type" in instruction.attributes:
+            raise _fail(instruction, "compare takes order= or type=, not both", "order")
+        if order not in ("TOTAL", "PARTIAL"):
+            raise _fail(instruction, f"expects order=TOTAL or order=PARTIAL, but sees {order}", "order")
     direction = instruction.attributes.get("direction")
     if isinstance(direction, str) and direction.upper() not in _DIRECTIONS:
         raise _fail(instruction, f"unknown comparison direction {direction}", "direction")
@@ -771,8 +777,11 @@ def _check_origin(value: str, key: str) -> None:
         take("synthetic_call", "Expects 'synthetic_call' after '[' for a synthetic_call value.")
         take("]", "Expects ']' after synthetic_call")
     else:
-        while tokens[at] in ("(", "{"):
-            tree()
+        while tokens[at] in ("(", "{", ","):  # jaxlib 0.11+ separates trees by commas
+            if tokens[at] == ",":
+                at += 1
+            else:
+                tree()
         if tokens[at] != "}":
             raise fail("Expects '[synthetic]' or a tuple tree of original arrays in original_value field.")
     take("}", "Expects '}' to end original value")
@@ -853,6 +862,7 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "collective-permute": (_check_collective, _check_slice_sizes),
     "gather": (_check_slice_sizes,),
     "dot": (_check_algorithm,),
+    "convolution": (_check_window, _check_algorithm),
     "scaled-dot": (_check_algorithm,),
     "rng-bit-generator": (lambda i: _require_operands(i, 1), _check_algorithm),
     "get-dimension-size": (_check_one_dimension,),
@@ -864,7 +874,6 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "recv": (_check_recv,),
     "scan": (_check_scan,),
     "pad": (_check_pad,),
-    "convolution": (_check_window,),
     "reduce-window": (lambda i: _require_operands(i, 2), _check_window),
     "select-and-scatter": (_check_window,),
     "compare": (_check_compare,),

@@ -15,11 +15,14 @@ import pytest
 from hloopt import HloParseError, parse
 from hloopt.xla.roundtrip import RoundTrip, check_many
 
-#: Canonical texts hloopt cannot reproduce byte for byte, each with the reason.
+#: Canonical texts hloopt cannot reproduce byte for byte, each with the reason. XLA's printer
+#: writes them in a form its own parser refuses, and hloopt refuses them as XLA does; hloopt's
+#: print of the input itself is read back by XLA as the same module.
 KNOWN_BYTE_DIFFERENCES = {
-    # XLA's printer writes `statistics=` twice on this async op; hloopt keeps one copy of the
-    # (identical) attribute, which XLA reads back to the same module.
+    # `statistics=` twice on an async sugar op (`add-start`).
     "hlo_parser_test__241.hlo",
+    # An `async-start` wrapping a copy printed as `copy-start` with `output_to_operand_aliasing=`.
+    "logical_buffer_analysis_test__6.hlo",
 }
 
 
@@ -46,6 +49,8 @@ def test_corpus_round_trips_through_xla(corpus_dir: Path, subfolder: str) -> Non
     assert not not_meaningful, f"{len(not_meaningful)} of {len(results)} modules:\n{_summary(not_meaningful)}"
     not_exact = {r.name for r in results if not r.byte_exact}
     assert not_exact <= KNOWN_BYTE_DIFFERENCES, _summary([r for r in results if r.name in not_exact])
+    unreadable = {r.name for r in results if r.canonical_unreadable is not None}
+    assert unreadable <= KNOWN_BYTE_DIFFERENCES, _summary([r for r in results if r.name in unreadable])
     print(f"\n{subfolder}: {len(results)} modules, {len(results) - len(not_exact)} byte-exact canonical round trips")
 
 
