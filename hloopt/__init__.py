@@ -4,6 +4,7 @@ module = hloopt.parse(text)      # HLO text -> typed IR (hloopt.ir)
 text = module.to_text()          # IR -> XLA's canonical text
 hloopt.execute(module, inputs)   # run on the CPU through XLA
 hloopt.compare(a, b)             # run two modules on the same inputs, compare
+hloopt.compare(m, m, numerics="xla,neuron")   # how far XLA is from the Neuron device on m
 """
 
 from importlib import import_module

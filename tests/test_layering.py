@@ -31,6 +31,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset({"errors", "ir", "text", "xla"}),
     "__main__": frozenset({"cli"}),
     "roundtrip": frozenset({"xla"}),
+    "jax": frozenset({"xla"}),
 }
 
 #: Third-party packages only one part may import.

@@ -116,7 +116,8 @@ def _fix_nans(values: np.ndarray, out: np.ndarray, positive: int, negative: int,
         return
     nan = np.isnan(values, out=scratch.get("nan", np.bool_, values.size))
     if nan.any():
-        out[nan] = np.where(np.signbit(values[nan]), negative, positive)
+        kind = out.dtype.type  # numpy 2.5 will not take Python ints past int64 in np.where
+        out[nan] = np.where(np.signbit(values[nan]), kind(negative), kind(positive))
 
 
 def saturating_int_encoder(

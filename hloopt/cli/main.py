@@ -114,7 +114,8 @@ def main() -> None:
     type=click.Choice(["xla", "neuron"]),
     default="xla",
     show_default=True,
-    help="Cast rules for fold-constant-converts: XLA's convert or the Neuron device's.",
+    help="Cast rules: XLA's convert or the Neuron device's, for fold-constant-converts and for "
+    "--verify-numerics (neuron: both modules run with every convert emulated as the device computes it).",
 )
 @click.option(
     "--verify-numerics",
@@ -122,17 +123,31 @@ def main() -> None:
     help="Run the module before and after the passes through XLA on the CPU and report the differences "
     "on stderr; exit 1 when an output is over tolerance.",
 )
+@click.option(
+    "--per-pass",
+    is_flag=True,
+    help="With --verify-numerics: a row per pass that changed the module, its error against the input "
+    "and against the module before that pass (also in --report).",
+)
 @click.option("--rtol", type=float, default=1e-2, show_default=True, help="Relative tolerance for --verify-numerics.")
 @click.option("--atol", type=float, default=1e-3, show_default=True, help="Absolute tolerance for --verify-numerics.")
 @click.option(
     "--in-place", is_flag=True, help="Write the result over INPUT (only files whose text changes are rewritten)."
 )
 @click.option(
+    "--output-format",
+    type=click.Choice(["hlo", "pb", "mlir"]),
+    default=None,
+    help="Write HLO text, a serialized HloModuleProto or StableHLO text [default: by -o's extension "
+    "(.pb, .mlir; else HLO text); a directory's modules keep their own format].",
+)
+@click.option(
     "--glob",
     "globs",
     multiple=True,
     metavar="PATTERN",
-    help="Directory INPUT: which files are modules (repeatable; default *.hlo and *.txt, at any depth).",
+    help="Directory INPUT: which files are modules (repeatable; default *.hlo, *.txt, *.pb, *.mlir and "
+    "*.mlirbc, at any depth).",
 )
 @click.option(
     "-j",
@@ -160,10 +175,28 @@ def run(input_path: str, **given: Any) -> None:
     options = RunOptions(**given)
     if options.in_place and (input_path == "-" or options.output is not None):
         raise click.UsageError("--in-place writes over INPUT: it needs a file or directory INPUT and no -o")
+    if options.per_pass and not options.verify_numerics:
+        raise click.UsageError("--per-pass compares the module after each pass: it needs --verify-numerics")
     if input_path != "-" and os.path.isdir(input_path):
         _run_directory(input_path, options)
     else:
         _run_file(input_path, options)
+
+
+def _echo_module(text: str, output_format: str | None) -> None:
+    """The module on stdout, as HLO text unless --output-format asks for another format."""
+    if output_format in (None, "hlo"):
+        click.echo(text, nl=False)
+        return
+    from hloopt.support.formats import OUTPUT_FORMATS
+    from hloopt.xla.formats import dump
+
+    data = dump(text, OUTPUT_FORMATS[output_format])
+    if isinstance(data, bytes):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        click.echo(data, nl=False)
 
 
 def _run_file(input_path: str, options: RunOptions) -> None:
@@ -186,6 +219,8 @@ def _run_file(input_path: str, options: RunOptions) -> None:
             for warning in entry.warnings:
                 click.echo(f"hloopt: warning: {entry.name}: {warning}", err=True)
             click.echo(f"hloopt: {entry.name}: {entry.rewritten} instruction(s) rewritten", err=True)
+    for loss in result.losses:
+        click.echo(f"hloopt: warning: {result.output}: this format does not keep {loss}", err=True)
     if result.exception is not None:
         raise result.exception
     if options.show_diff:  # with --check too, as for a directory
@@ -196,12 +231,16 @@ def _run_file(input_path: str, options: RunOptions) -> None:
         sys.exit(1 if result.status == "changed" else 0)
     assert result.texts is not None  # a lone module's result keeps them
     if not options.show_diff and options.output is None and not options.in_place:
-        click.echo(result.texts[1], nl=False)
+        _echo_module(result.texts[1], options.output_format)
     if options.verify_numerics:
         (comparison,) = compare_numerics([result], options)
         if isinstance(comparison, HloError):
             raise comparison
+        for warning in comparison.warnings:
+            click.echo(f"hloopt: warning: {warning}", err=True)
         click.echo(comparison.render(), err=True)
+        if options.per_pass:
+            click.echo(comparison.render_per_pass(), err=True)
         if not comparison.ok:
             sys.exit(1)
 
@@ -231,7 +270,8 @@ def _run_directory(input_dir: str, options: RunOptions) -> None:
     for result in report.modules:
         if result.diff:
             click.echo(result.diff, nl=False)
-        for warning in result.warnings:
+        numerics_warnings = result.numerics.get("warnings", []) if result.numerics is not None else []
+        for warning in [*result.warnings, *numerics_warnings]:
             click.echo(f"hloopt: warning: {result.path}: {warning}", err=True)
     for line in batch.summary_lines(report):
         click.echo(line, err=True)

@@ -29,7 +29,7 @@ from hloopt.driver.flow import Job, ModuleResult, RunOptions, compare_numerics, 
 from hloopt.errors import HloError
 from hloopt.support.fileio import check_output, discard_partial_writes, make_directories
 
-DEFAULT_GLOBS = ("*.hlo", "*.txt")
+DEFAULT_GLOBS = ("*.hlo", "*.txt", "*.pb", "*.mlir", "*.mlirbc")
 
 
 @dataclass
@@ -71,6 +71,7 @@ class BatchReport:
         options = {
             "passes": o.passes,
             "numerics": o.numerics,
+            "per_pass": o.per_pass,
             "check": o.check,
             "show_diff": o.show_diff,
             "in_place": o.in_place,
@@ -180,6 +181,7 @@ def run(
                 {"ok": False, "error": str(outcome)} if isinstance(outcome, HloError) else outcome.to_dict()
             )
             module.texts = None
+            module.stages = []
     return BatchReport(str(root), options, results, time.perf_counter() - start)
 
 
@@ -213,12 +215,13 @@ def _work(job: Job, options: RunOptions) -> ModuleResult:
     """One batch member: `process_module` (looked up at call time), trimmed to what the parent needs.
 
     The exception goes (the error record says it all, and it may not pickle); the
-    texts stay only for a changed module that --verify-numerics will compare.
+    texts (and --per-pass stages) stay only for a changed module that --verify-numerics will compare.
     """
     result = process_module(job, options)
     result.exception = None
     if not (options.verify_numerics and result.status == "changed"):
         result.texts = None
+        result.stages = []
     return result
 
 

@@ -9,17 +9,21 @@ home, and a batch of any shape (processes today, other executors later) reuses i
 from __future__ import annotations
 
 import difflib
+import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from hloopt.errors import HloError, HloParseError
-from hloopt.support.fileio import check_output, make_directories, read_hlo, write_atomic
+from hloopt.support.fileio import check_output, make_directories, write_atomic
+from hloopt.support.formats import Format
+from hloopt.xla import formats
 
 if TYPE_CHECKING:
-    from hloopt.passes.pipeline import PassReport
+    from hloopt.passes.pipeline import PassReport, PipelineReport
     from hloopt.xla.execution import CompareReport
 
 Status = Literal["changed", "unchanged", "failed"]
@@ -40,8 +44,13 @@ class RunOptions:
     #: Where the module after each pass is dumped; a batch member dumps below it at its relative path.
     dump_dir: str | None = None
     verify_numerics: bool = False
+    #: With verify_numerics: also compare the module after each pass that changed it (`compare_passes`).
+    per_pass: bool = False
     rtol: float = 1e-2
     atol: float = 1e-3
+    #: ``hlo``, ``pb`` or ``mlir``: what outputs are written as (None: by -o's extension; a batch
+    #: member keeps its input's format).
+    output_format: str | None = None
     #: Directory INPUT only: which files are modules, how many processes, where the JSON report goes.
     globs: tuple[str, ...] = ()
     jobs: int | None = None
@@ -82,6 +91,10 @@ class ModuleResult:
     numerics: dict[str, Any] | None = None
     #: Source and printed text (never reported; a batch keeps them only for --verify-numerics).
     texts: tuple[str, str] | None = None
+    #: (pass name, module text after it) for each pass that changed the module; kept only for --per-pass.
+    stages: list[tuple[str, str]] = field(default_factory=list)
+    #: What writing the output in its format did not keep (`hloopt.xla.formats.losses`).
+    losses: list[str] = field(default_factory=list[str])
     #: What failed, for a caller in this process that reports it itself (it does not survive pickling).
     exception: Exception | None = field(default=None, repr=False, compare=False)
 
@@ -99,6 +112,7 @@ class ModuleResult:
             "warnings": self.warnings,
             "error": self.error,
             "output": self.output,
+            "losses": self.losses,
             "numerics": self.numerics,
         }
 
@@ -130,18 +144,25 @@ def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
         check_output(target, create=job.relative is not None)
     if dump is not None:
         check_output(dump, directory=True, create=True)
-    source = read_hlo(job.path)
+    loaded = formats.load(job.path)
+    source = loaded.text
     module = parse(source, job.name)
     if options.passes is not None:
         if dump is not None:
             make_directories(dump)
-        report = run_pipeline(
-            module,
-            options.passes,
-            numerics=options.numerics,
-            dump_dir=dump,
-            original=lambda: parse(source, job.name),
-        )
+        with ExitStack() as scratch:
+            # --per-pass reads each stage back from the pipeline's dumps: without --dump-dir, a private directory.
+            if dump is None and options.per_pass:
+                dump = scratch.enter_context(tempfile.TemporaryDirectory(prefix="hloopt-stages-"))
+            report = run_pipeline(
+                module,
+                options.passes,
+                numerics=options.numerics,
+                dump_dir=dump,
+                original=lambda: parse(source, job.name),
+            )
+            if options.per_pass and dump is not None:
+                result.stages = _stages(dump, report)
         result.passes = list(report.passes)
     text = module.to_text()
     changed = any(p.changed for p in result.passes) if options.passes is not None else text != source
@@ -152,10 +173,31 @@ def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
         after = target if target is not None and job.relative is None else f"{job.name} (after)"
         result.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
     if target is not None and not (options.in_place and text == source):
+        fmt = _output_format(job, options, loaded.format, target)
+        data = formats.dump(text, fmt)
+        result.losses = formats.losses(text, fmt)
         if job.relative is not None:  # a batch mirrors the input tree; a lone file's directory must exist
             make_directories(Path(target).parent)
-        write_atomic(target, text)
+        write_atomic(target, data)
         result.output = target
+
+
+def _output_format(job: Job, options: RunOptions, read: Format, target: str) -> Format:
+    """What `target` is written as: --output-format, else a batch member's input format, else -o's extension."""
+    if options.output_format is not None or (job.relative is None and not options.in_place):
+        return formats.output_format(target, options.output_format)
+    if read is Format.PROTO_WRAPPER:
+        return Format.PROTO  # hloopt writes the module, not XLA's dump wrapper around it
+    if read is Format.STABLEHLO_BYTECODE:
+        return Format.STABLEHLO
+    return read
+
+
+def _stages(dump: str, report: PipelineReport) -> list[tuple[str, str]]:
+    """Each changing pass's module, from the dump `run_pipeline` wrote for it (``NN-after-<pass>.hlo``,
+    NN counting the changing passes): named from the report, so an older run's dumps are never read."""
+    changed = [entry.name for entry in report.passes if entry.changed]
+    return [(name, Path(dump, f"{step:02d}-after-{name}.hlo").read_text()) for step, name in enumerate(changed, 1)]
 
 
 def error_record(err: BaseException, name: str) -> dict[str, Any]:
@@ -176,26 +218,37 @@ def error_record(err: BaseException, name: str) -> dict[str, Any]:
 def compare_numerics(
     results: Sequence[ModuleResult], options: RunOptions, workers: int = 1
 ) -> list[CompareReport | HloError]:
-    """Run each module before and after the passes through XLA on the CPU, in worker processes.
+    """Run each module before and after the passes through XLA on the CPU, in worker processes,
+    under ``options.numerics`` (``neuron``: both sides with the device's converts); with
+    ``options.per_pass`` also each stage between (`compare_passes`).
 
     jax stays out of this process, and an input that crashes XLA costs only its own comparison.
     """
     from hloopt.xla.bridge import isolated_map
 
-    calls: list[tuple[str, str, float, float, str]] = []
+    calls: list[tuple[str, str, list[tuple[str, str]] | None, RunOptions, str]] = []
     for result in results:
         if result.texts is None:
             raise ValueError(f"{result.path}: its texts were not kept, nothing to compare")
-        calls.append((*result.texts, options.rtol, options.atol, result.path))
+        calls.append((*result.texts, result.stages if options.per_pass else None, options, result.path))
     return isolated_map(_compare, calls, workers=max(workers, 1))
 
 
-def _compare(before: str, after: str, rtol: float, atol: float, label: str) -> CompareReport:
-    """`execution.compare` in an XLA worker; a bug is reported as this module's error, not the batch's."""
-    from hloopt.xla.execution import compare
+def _compare(
+    before: str, after: str, passes: list[tuple[str, str]] | None, options: RunOptions, label: str
+) -> CompareReport:
+    """`execution.compare` (or `compare_passes`) in an XLA worker; a bug is reported as this module's
+    error, not the batch's."""
+    from hloopt.xla.execution import check_numerics, compare, compare_passes
 
+    labels = (label, "after passes")
     try:
-        return compare(before, after, rtol=rtol, atol=atol, labels=(label, "after passes"))
+        numerics = check_numerics(options.numerics)
+        if passes is None:
+            return compare(before, after, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics)
+        return compare_passes(
+            before, after, passes, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics
+        )
     except HloError:
         raise
     except Exception as err:  # isolated_map would stop every other comparison on it

@@ -110,6 +110,11 @@ REGISTRY: tuple[PassInfo, ...] = (
         "convert(constant) folded into one constant with the cast engine (hloopt's own)",
         "fold_constant_converts", in_all=False,
     ),
+    PassInfo(
+        "emulate-neuron-converts", 1001, "EmulateNeuronConverts",
+        "every convert between BIR dtypes computes the device's CastToNewDType bit for bit (hloopt's own)",
+        "emulate_neuron_converts", in_all=False,
+    ),
 )  # fmt: skip
 
 _BY_NAME: dict[str, PassInfo] = {p.name: p for p in REGISTRY} | {p.class_name.lower(): p for p in REGISTRY}

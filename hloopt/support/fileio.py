@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import stat
 import sys
@@ -14,56 +13,33 @@ from hloopt.errors import HloError, parse_error_at
 
 def read_text(path: str) -> str:
     """Read a UTF-8 text file (or stdin for ``-``); bad bytes are a located error."""
+    return decode_text(read_bytes(path), "<stdin>" if path == "-" else path)
+
+
+def read_bytes(path: str) -> bytes:
+    """A file's bytes (stdin's for ``-``); a file that cannot be read is an HloError saying why."""
     if path == "-":
-        data = sys.stdin.buffer.read()
-        name = "<stdin>"
-    else:
-        file = Path(path)
-        try:
-            data = file.read_bytes()
-        except FileNotFoundError:
-            raise HloError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise HloError(f"{path}: is a directory, expected a file") from None
-        except PermissionError:
-            raise HloError(f"{path}: permission denied") from None
-        except OSError as err:
-            raise HloError(f"{path}: cannot read: {err.strerror}") from None
-        name = path
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise HloError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise HloError(f"{path}: is a directory, expected a file") from None
+    except PermissionError:
+        raise HloError(f"{path}: permission denied") from None
+    except OSError as err:
+        raise HloError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """`data` as UTF-8; bad bytes are an error located in `name`."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         prefix = data[: err.start].decode("utf-8", errors="replace")
         text = prefix + data[err.start :].decode("utf-8", errors="replace")
         raise parse_error_at(text, len(prefix), name, "invalid UTF-8 in input") from None
-
-
-#: The opening of an MLIR text (StableHLO, MHLO), after blank and ``//`` comment lines: ``module @name``,
-#: ``module attributes``, ``module {`` opening a ``func.func`` or closing at once, a bare ``func.func``, a ``#loc``
-#: alias or the generic ``"builtin.module"``. ``module {`` followed by instructions is HLO (a computation named module).
-_MLIR_START = re.compile(
-    r'(?:\s|//[^\n]*)*(module\s*(?:@|attributes\b|\{\s*(?:func\.func\b|\}))|func\.func\b|#loc\d*\s*=|"builtin\.module")'
-)
-
-#: How a jax user gets HLO text instead (checked against jax 0.10: ``Lowered.compiler_ir("hlo")`` is an XlaComputation).
-HLO_FROM_JAX = "jax.jit(f).lower(*args).compiler_ir('hlo').as_hlo_text()"
-
-
-def read_hlo(path: str) -> str:
-    """Read an HLO module's text; MLIR text (what ``jax ... .lower().as_text()`` prints) is a located error.
-
-    Checked before parsing, so the user reads what the file is and how to get HLO,
-    not the HLO parser's complaint about its first ``@``.
-    """
-    text = read_text(path)
-    found = _MLIR_START.match(text)
-    if found is not None:
-        name = "<stdin>" if path == "-" else path
-        message = (
-            f"this is MLIR (StableHLO) text, not HLO text; hloopt reads HLO text, which jax prints with {HLO_FROM_JAX}"
-        )
-        raise parse_error_at(text, found.start(1), name, message)
-    return text
 
 
 def check_output(path: str | os.PathLike[str], *, directory: bool = False, create: bool = False) -> None:

@@ -11,7 +11,7 @@ just before validation.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hloopt.errors import HloParseError
@@ -60,9 +60,12 @@ class _Scope:
 class Assembly:
     """The computations of one parse, and the instructions waiting for their computation to close."""
 
-    def __init__(self, shapes: ShapeReader, locations: Locations) -> None:
+    def __init__(self, shapes: ShapeReader, locations: Locations, callees_first: bool = False) -> None:
         self._shapes = shapes
         self._locations = locations
+        #: Let a computation be called before it is defined, and put callees first in the module
+        #: (XLA's print of a proto can be in such an order, which its own parser refuses).
+        self._callees_first = callees_first
         self.computations: dict[str, Computation] = {}
         self.ordered: list[Computation] = []
         #: Each instruction's operand items, control-predecessors text and argument list offset, until
@@ -254,18 +257,52 @@ class Assembly:
         return module
 
     def _resolve_callees(self) -> None:
+        position = {computation: index for index, computation in enumerate(self.ordered)}
         for instruction, keys in self._callee_refs:
             for key in keys:
                 value = str(instruction.attributes[key])
                 if key in COMPUTATION_LIST_ATTRIBUTES:
                     names = _NAME_LIST.findall(value)
-                    callees = tuple(self._callee(n, instruction, key) for n in names)
+                    callees = tuple(self._callee(n, instruction, key, position) for n in names)
                     instruction.attributes[key] = ComputationList(callees)
                 else:
-                    instruction.attributes[key] = self._callee(value, instruction, key)
+                    instruction.attributes[key] = self._callee(value, instruction, key, position)
+        if self._callees_first:
+            self.ordered = _callees_first(self.ordered)
 
-    def _callee(self, name: str, instruction: Instruction, key: str) -> Computation:
+    def _callee(self, name: str, instruction: Instruction, key: str, position: dict[Computation, int]) -> Computation:
         computation = self.computations.get(name.lstrip("%"))
         if computation is None:
             raise self._fail(f"computation {name.lstrip('%')} does not exist", instruction, key=key)
+        caller = instruction.parent
+        if not self._callees_first and caller is not None and position[computation] > position[caller]:
+            message = f"computation {computation.name} is called before it is defined; XLA reads computations in order"
+            raise self._fail(message, instruction, key=key)
         return computation
+
+
+def _callees_first(computations: list[Computation]) -> list[Computation]:
+    """`computations` reordered so that each comes after every computation it calls (else stable)."""
+    done: set[Computation] = set()
+    ordered: list[Computation] = []
+
+    def callees(computation: Computation) -> Iterator[Computation]:
+        return (callee for instruction in computation.instructions for callee in instruction.called_computations())
+
+    def visit(computation: Computation) -> None:
+        stack = [(computation, callees(computation))]
+        done.add(computation)
+        while stack:
+            current, pending = stack[-1]
+            callee = next((c for c in pending if c not in done), None)
+            if callee is None:
+                stack.pop()
+                ordered.append(current)
+            else:
+                done.add(callee)
+                stack.append((callee, callees(callee)))
+
+    for computation in computations:
+        if computation not in done:
+            visit(computation)
+    return ordered

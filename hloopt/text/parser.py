@@ -259,11 +259,11 @@ class _Relex(Exception):
 class _Parse:
     """One parse of one text: reads the tokens Lark hands over, delegating shapes, names and locations."""
 
-    def __init__(self, text: str, filename: str) -> None:
+    def __init__(self, text: str, filename: str, callees_first: bool = False) -> None:
         self.text = text
         self.locations = Locations(text, filename, _attribute_pattern)
         self.shapes = ShapeReader(self.locations.error, self._nested_shape)
-        self.assembly = Assembly(self.shapes, self.locations)
+        self.assembly = Assembly(self.shapes, self.locations, callees_first)
         self._pending = self.assembly.pending
         self._anon_counts: dict[str, int] = {}
         #: (start, end) in the text of what Lark is parsing now: the text, or a sub-parse's fragment.
@@ -576,22 +576,23 @@ class _Parse:
         return self.assembly.module(header.name, header.attributes, stack_frames)
 
 
-def parse(text: str, filename: str = "<string>") -> Module:
+def parse(text: str, filename: str = "<string>", *, callees_first: bool = False) -> Module:
     """Parse HLO module text into the IR; raises HloParseError with file:line:col.
 
     The fast reading (one token per computation body) is tried first; a text it cannot
     read, errors included, is read again one token per instruction, which says where
-    and why it fails.
+    and why it fails. `callees_first` lets a computation be called before it is defined
+    (XLA refuses that) and orders the module's computations callees first.
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
     with paused_gc():
         try:
             try:
-                return cast(Module, _lark_for(_Parse(text, filename)).parse(text, start="start"))
+                return cast(Module, _lark_for(_Parse(text, filename, callees_first)).parse(text, start="start"))
             except (_Relex, UnexpectedInput):
                 pass  # read again one instruction at a time, which also words any error
-            state = _Parse(text, filename)
+            state = _Parse(text, filename, callees_first)
             try:
                 return cast(Module, _lark_for(state).parse(text, start="exact_start"))
             except UnexpectedInput as err:

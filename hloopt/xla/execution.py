@@ -3,7 +3,12 @@
 Inputs are made from the parameter types XLA reports after compiling (tuple
 parameters flattened, as PJRT takes them), so what runs is exactly what XLA
 understood. `compare` measures what a rewrite did to the numbers, like XLA's
-``run_hlo_module --reference_platform``: module A is the reference.
+``run_hlo_module --reference_platform``: module A is the reference, and
+`compare_passes` does so for every stage of a pipeline.
+
+Under ``numerics="neuron"`` a copy of the module has its converts replaced by
+the device's (`emulate-neuron-converts`) just before it is compiled, so any XLA
+backend computes what the Neuron device would; the caller's module is untouched.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache, partial
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 import numpy as np
 
@@ -34,20 +39,73 @@ DEFAULT_ATOL = 1e-8
 DEFAULT_MAX_BYTES = 1 << 30
 
 ModuleLike: TypeAlias = Module | str
+#: Whose cast rules a module's converts follow when it runs: XLA's ``convert``, or the Neuron device's
+#: ``CastToNewDType`` (the same two values as fold-constant-converts' ``numerics`` option).
+Numerics: TypeAlias = Literal["xla", "neuron"]
+NUMERICS: tuple[Numerics, ...] = get_args(Numerics)
+#: The pass that gives a module the device's numerics.
+EMULATION_PASS = "emulate-neuron-converts"
 
 
 class ExecutionError(HloError):
     """Inputs or outputs that cannot be used as asked (the XLA side was fine)."""
 
 
+class NumericsWarning(UserWarning):
+    """A convert the emulation leaves with XLA's semantics (a type pair the device lacks)."""
+
+
+# --- numerics --------------------------------------------------------------------------------
+
+
+def check_numerics(value: str) -> Numerics:
+    """`value` if it names numerics, else an error that lists the choices."""
+    for numerics in NUMERICS:
+        if value == numerics:
+            return numerics
+    raise ExecutionError(f"numerics must be {' or '.join(NUMERICS)}, not {value!r}")
+
+
+def numerics_sides(value: str | Sequence[str]) -> tuple[Numerics, Numerics]:
+    """A numerics for each side of a comparison: one value (``neuron``) for both, or ``A,B`` each its own."""
+    parts = [part.strip() for part in value.split(",")] if isinstance(value, str) else list(value)
+    if len(parts) == 1:
+        both = check_numerics(parts[0])
+        return both, both
+    if len(parts) == 2:
+        return check_numerics(parts[0]), check_numerics(parts[1])
+    raise ExecutionError(f"numerics takes one value for both sides or A,B, not {len(parts)} values: {value!r}")
+
+
+def _text(module: ModuleLike) -> str:
+    return module if isinstance(module, str) else module.to_text()
+
+
+def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module") -> tuple[str, tuple[str, ...]]:
+    """The text to run for `module` under `numerics`, and the emulation's warnings (pass name first).
+
+    ``neuron`` parses a copy and runs the emulation pass on it, so neither the
+    caller's `Module` nor the file it came from changes.
+    """
+    if check_numerics(numerics) == "xla":
+        return _text(module), ()
+    from hloopt.passes.pipeline import run_pipeline
+    from hloopt.text.parser import parse
+
+    copy = parse(_text(module), label)
+    report = run_pipeline(copy, [EMULATION_PASS])
+    return copy.to_text(), tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
+
+
 # --- inputs ----------------------------------------------------------------------------------
 
 
-def _compile(module: ModuleLike, label: str) -> Executable:
-    """Compile, naming the module in XLA's error (its messages say only "line:column")."""
-    text = module if isinstance(module, str) else module.to_text()
+def _compile(module: ModuleLike, label: str, numerics: Numerics = "xla") -> tuple[Executable, tuple[str, ...]]:
+    """Compile under `numerics`, naming the module in XLA's error (its messages say only "line:column");
+    the emulation's warnings come along."""
+    text, notes = with_numerics(module, numerics, label)
     try:
-        return compile_cpu(text)
+        return compile_cpu(text), notes
     except XlaError as err:
         raise type(err)(err.stage, err.message, label) from None
 
@@ -172,12 +230,14 @@ def _check_count(executable: Executable, inputs: Sequence[np.ndarray]) -> None:
 
 @dataclass(frozen=True)
 class Execution:
-    """One run: the flattened parameter and result leaves, the inputs used and the outputs."""
+    """One run: the flattened parameter and result leaves, the inputs used, the outputs, and
+    the emulation's warnings under ``neuron`` numerics."""
 
     parameters: tuple[ArrayShape, ...]
     results: tuple[ArrayShape, ...]
     inputs: tuple[np.ndarray, ...]
     outputs: tuple[np.ndarray, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def run(
@@ -186,13 +246,14 @@ def run(
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "module",
+    numerics: Numerics = "xla",
 ) -> Execution:
-    """Compile for the CPU and run once; without `inputs`, make them from `seed`."""
-    executable = _compile(module, label)
+    """Compile for the CPU and run once under `numerics`; without `inputs`, make them from `seed`."""
+    executable, notes = _compile(module, label, numerics)
     _check_runnable([executable], max_bytes)
     prepared = _prepare(executable, inputs, seed)
     outputs = executable(prepared)
-    return Execution(executable.parameters, executable.results, tuple(prepared), tuple(outputs))
+    return Execution(executable.parameters, executable.results, tuple(prepared), tuple(outputs), notes)
 
 
 def execute(
@@ -200,9 +261,16 @@ def execute(
     inputs: Sequence[np.ndarray] | None = None,
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    numerics: Numerics = "xla",
 ) -> list[np.ndarray]:
-    """The outputs of one CPU run, tuple results flattened in order (tokens are ``bool[0]``)."""
-    return list(run(module, inputs, seed, max_bytes).outputs)
+    """The outputs of one CPU run, tuple results flattened in order (tokens are ``bool[0]``).
+
+    Under ``neuron`` numerics, each convert the emulation leaves to XLA is a `NumericsWarning`.
+    """
+    execution = run(module, inputs, seed, max_bytes, numerics=numerics)
+    for note in execution.warnings:
+        warnings.warn(note, NumericsWarning, stacklevel=2)
+    return list(execution.outputs)
 
 
 # --- compare ---------------------------------------------------------------------------------
@@ -238,13 +306,68 @@ class OutputComparison:
 
 
 @dataclass(frozen=True)
+class Drift:
+    """One comparison summed up over all outputs: the largest errors, and the output that is worst.
+
+    The worst output is the one with NaN mismatches, else the largest relative error, else the
+    largest absolute error; None when every output is the same. `max_ulp` is the largest over the
+    outputs, in the lower-precision type of the output that has it.
+    """
+
+    max_abs_err: float
+    max_rel_err: float
+    max_ulp: int | None
+    ulp_type: str | None
+    nan_mismatches: int
+    worst_output: int | None
+
+    @classmethod
+    def of(cls, outputs: Sequence[OutputComparison]) -> Drift:
+        ulps = [output for output in outputs if output.max_ulp is not None]
+        widest = max(ulps, key=lambda output: output.max_ulp or 0, default=None)
+        moved = [output for output in outputs if not output.bit_identical]
+        worst = max(moved, key=lambda o: (o.nan_mismatches, o.max_rel_err, o.max_abs_err), default=None)
+        if worst is not None and (worst.nan_mismatches, worst.max_rel_err, worst.max_abs_err) == (0, 0.0, 0.0):
+            worst = None  # only signed zeros moved
+        return cls(
+            max_abs_err=max((output.max_abs_err for output in outputs), default=0.0),
+            max_rel_err=max((output.max_rel_err for output in outputs), default=0.0),
+            max_ulp=None if widest is None else widest.max_ulp,
+            ulp_type=None if widest is None else widest.ulp_type,
+            nan_mismatches=sum(output.nan_mismatches for output in outputs),
+            worst_output=None if worst is None else worst.index,
+        )
+
+    def cells(self) -> tuple[str, ...]:
+        ulp = "-" if self.max_ulp is None else f"{self.max_ulp} ({self.ulp_type})"
+        worst = "-" if self.worst_output is None else f"output {self.worst_output}"
+        return f"{self.max_abs_err:.3g}", f"{self.max_rel_err:.3g}", ulp, str(self.nan_mismatches), worst
+
+
+@dataclass(frozen=True)
+class PassRow:
+    """What one pass that changed the module did to the numbers: against the input, and against
+    the module as the pass found it."""
+
+    name: str
+    against_input: Drift
+    against_previous: Drift
+
+
+@dataclass(frozen=True)
 class CompareReport:
-    """Per-output comparison; `seed` is None when the inputs were given."""
+    """Per-output comparison; `seed` is None when the inputs were given.
+
+    `warnings` are the emulation's (``neuron`` numerics), each once; `per_pass` has a row per
+    pass that changed the module when `compare_passes` made the report, else None.
+    """
 
     outputs: tuple[OutputComparison, ...]
     rtol: float
     atol: float
     seed: int | None
+    warnings: tuple[str, ...] = ()
+    per_pass: tuple[PassRow, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -268,6 +391,8 @@ class CompareReport:
                 "atol": self.atol,
                 "seed": self.seed,
                 "outputs": outputs,
+                "warnings": list(self.warnings),
+                "per_pass": None if self.per_pass is None else [asdict(row) for row in self.per_pass],
             }
         )
 
@@ -275,8 +400,20 @@ class CompareReport:
         return json.dumps(self.to_dict(), indent=2)
 
     def render(self) -> str:
-        """A table for people: one row per output, then the verdict."""
-        header = ("output", "shape", "type", "bit-identical", "max abs", "max rel", "max ulp", "over tol", "worst")
+        """A table for people: one row per output, then the verdict. Errors are measured where both
+        sides are numbers; "nan" counts the elements that are NaN on one side only."""
+        header = (
+            "output",
+            "shape",
+            "type",
+            "bit-identical",
+            "max abs",
+            "max rel",
+            "max ulp",
+            "nan",
+            "over tol",
+            "worst",
+        )
         rows = [header] + [_row(output) for output in self.outputs]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
@@ -286,6 +423,19 @@ class CompareReport:
             "all outputs within tolerance" if over == 0 else f"{over} of {len(self.outputs)} outputs over tolerance"
         )
         lines.append(f"{verdict} (rtol={self.rtol:g}, atol={self.atol:g}, {inputs})")
+        return "\n".join(lines)
+
+    def render_per_pass(self) -> str:
+        """The per-pass table: which pass moved the numbers, and by how much."""
+        if not self.per_pass:
+            return "per pass: no pass changed the module"
+        metrics = ("max abs", "max rel", "max ulp", "nan", "worst")
+        rows = [("pass", *metrics, *metrics)]
+        rows += [(row.name, *row.against_input.cells(), *row.against_previous.cells()) for row in self.per_pass]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        group = sum(widths[1:6]) + 2 * 4
+        title = "".ljust(widths[0]) + "  " + "against the input".ljust(group) + "  against the previous stage"
+        lines = [title] + ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
         return "\n".join(lines)
 
 
@@ -301,6 +451,7 @@ def _row(output: OutputComparison) -> tuple[str, ...]:
         f"{output.max_abs_err:.3g}",
         f"{output.max_rel_err:.3g}",
         ulp,
+        str(output.nan_mismatches),
         f"{output.over_tolerance}/{output.elements}",
         worst,
     )
@@ -414,21 +565,69 @@ def compare_outputs(
     )
 
 
-def _shared_inputs(a: Executable, b: Executable, inputs: Sequence[np.ndarray] | None, seed: int) -> list[np.ndarray]:
-    """Inputs both modules can take exactly: random ones are rounded through B's type too."""
-    if len(a.parameters) != len(b.parameters):
-        raise ExecutionError(f"A takes {len(a.parameters)} inputs, B takes {len(b.parameters)}")
-    for index, (pa, pb) in enumerate(zip(a.parameters, b.parameters)):
-        if pa.dims != pb.dims:
-            raise ExecutionError(f"input {index}: A takes {pa.to_text()}, B takes {pb.to_text()}")
+def _shared_inputs(
+    executables: Sequence[Executable], labels: Sequence[str], inputs: Sequence[np.ndarray] | None, seed: int
+) -> list[np.ndarray]:
+    """Inputs every module can take exactly: random ones, made for the first, are rounded through
+    each other module's types too."""
+    first, *others = executables
+    for executable, label in zip(others, labels[1:]):
+        if len(first.parameters) != len(executable.parameters):
+            raise ExecutionError(
+                f"{labels[0]} takes {len(first.parameters)} inputs, {label} takes {len(executable.parameters)}"
+            )
+        for index, (pa, pb) in enumerate(zip(first.parameters, executable.parameters)):
+            if pa.dims != pb.dims:
+                raise ExecutionError(f"input {index}: {labels[0]} takes {pa.to_text()}, {label} takes {pb.to_text()}")
     if inputs is not None:
         return list(inputs)
-    shared = random_inputs(a.parameters, seed)
-    for index, leaf in enumerate(b.parameters):
-        _, dtype = host_spec(leaf)
-        if dtype != shared[index].dtype:
-            shared[index] = shared[index].astype(dtype).astype(shared[index].dtype)
+    shared = random_inputs(first.parameters, seed)
+    for executable in others:
+        for index, leaf in enumerate(executable.parameters):
+            _, dtype = host_spec(leaf)
+            if dtype != shared[index].dtype:
+                shared[index] = shared[index].astype(dtype).astype(shared[index].dtype)
     return shared
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Several modules run on the same inputs: each one's executable and outputs, the emulation's warnings."""
+
+    executables: list[Executable]
+    outputs: list[list[np.ndarray]]
+    labels: list[str]
+    warnings: tuple[str, ...]
+
+    def comparison(self, a: int, b: int, rtol: float, atol: float) -> tuple[OutputComparison, ...]:
+        """Module `b` against the reference `a`, output by output."""
+        outputs_a, outputs_b = self.outputs[a], self.outputs[b]
+        if len(outputs_a) != len(outputs_b):
+            raise ExecutionError(
+                f"{self.labels[a]} has {len(outputs_a)} outputs, {self.labels[b]} has {len(outputs_b)}"
+            )
+        results = zip(outputs_a, outputs_b, self.executables[a].results, self.executables[b].results)
+        return tuple(
+            compare_outputs(i, x, y, (ra.element_type, rb.element_type), rtol, atol)
+            for i, (x, y, ra, rb) in enumerate(results)
+        )
+
+
+def _run_all(
+    modules: Sequence[tuple[ModuleLike, str, Numerics]],
+    inputs: Sequence[np.ndarray] | None,
+    seed: int,
+    max_bytes: int,
+) -> _Runs:
+    """Compile every (module, label, numerics), check the memory once, and run each on shared inputs."""
+    compiled = [_compile(module, label, numerics) for module, label, numerics in modules]
+    executables = [executable for executable, _ in compiled]
+    labels = [label for _, label, _ in modules]
+    _check_runnable(executables, max_bytes)
+    shared = _shared_inputs(executables, labels, inputs, seed)
+    outputs = [executable(_prepare(executable, shared, seed)) for executable in executables]
+    notes = tuple(dict.fromkeys(note for _, module_notes in compiled for note in module_notes))
+    return _Runs(executables, outputs, labels, notes)
 
 
 def compare(
@@ -440,20 +639,52 @@ def compare(
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     labels: tuple[str, str] = ("A", "B"),
+    numerics: str | Sequence[str] = "xla",
 ) -> CompareReport:
-    """Run A (the reference) and B on the same inputs, converted exactly to each one's types."""
-    executable_a, executable_b = _compile(a, labels[0]), _compile(b, labels[1])
-    _check_runnable([executable_a, executable_b], max_bytes)
-    shared = _shared_inputs(executable_a, executable_b, inputs, seed)
-    outputs_a = executable_a(_prepare(executable_a, shared, seed))
-    outputs_b = executable_b(_prepare(executable_b, shared, seed))
-    if len(outputs_a) != len(outputs_b):
-        raise ExecutionError(f"A has {len(outputs_a)} outputs, B has {len(outputs_b)}")
-    outputs = tuple(
-        compare_outputs(i, x, y, (ra.element_type, rb.element_type), rtol, atol)
-        for i, (x, y, ra, rb) in enumerate(zip(outputs_a, outputs_b, executable_a.results, executable_b.results))
+    """Run A (the reference) and B on the same inputs, converted exactly to each one's types.
+
+    `numerics` is one value for both sides or one per side (``"xla,neuron"`` or ``("xla", "neuron")``):
+    ``compare(m, m, numerics="xla,neuron")`` is how far XLA is from the device on `m`.
+    """
+    sides = numerics_sides(numerics)
+    runs = _run_all(list(zip((a, b), labels, sides)), inputs, seed, max_bytes)
+    outputs = runs.comparison(0, 1, rtol, atol)
+    return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings)
+
+
+def compare_passes(
+    before: ModuleLike,
+    after: ModuleLike,
+    passes: Sequence[tuple[str, ModuleLike]],
+    inputs: Sequence[np.ndarray] | None = None,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    seed: int = 0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    labels: tuple[str, str] = ("before", "after"),
+    numerics: Numerics = "xla",
+) -> CompareReport:
+    """`compare(before, after)` plus a row per pass: `passes` holds (pass name, module after it) for
+    each pass that changed the module, in run order. All run under the same numerics and inputs,
+    and a module text that occurs twice (the last pass's and `after`) runs once."""
+    modules = [before, *(module for _, module in passes), after]
+    names = [labels[0], *(f"{labels[0]} after {name}" for name, _ in passes), labels[1]]
+    texts = [_text(module) for module in modules]
+    first_label: dict[str, str] = {}
+    for text, label in zip(texts, names):
+        first_label.setdefault(text, label)
+    runs = _run_all([(text, label, numerics) for text, label in first_label.items()], inputs, seed, max_bytes)
+    position = {text: index for index, text in enumerate(first_label)}
+    at = [position[text] for text in texts]
+
+    def drift(a: int, b: int) -> Drift:
+        return Drift.of(runs.comparison(at[a], at[b], rtol, atol))
+
+    rows = tuple(
+        PassRow(name, drift(0, stage), drift(stage - 1, stage)) for stage, (name, _) in enumerate(passes, start=1)
     )
-    return CompareReport(outputs, rtol, atol, seed if inputs is None else None)
+    outputs = runs.comparison(at[0], at[-1], rtol, atol)
+    return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings, rows)
 
 
 def verify_numerics(
@@ -465,10 +696,11 @@ def verify_numerics(
     inputs: Sequence[np.ndarray] | None = None,
     labels: tuple[str, str] = ("before", "after"),
     max_bytes: int = DEFAULT_MAX_BYTES,
+    numerics: str | Sequence[str] = "xla",
 ) -> CompareReport:
     """`compare` in a worker process, for the CLI: jax stays out of the calling process
     (``hloopt run`` does not pay its import) and an XLA crash is an `XlaCrash`, not a dead command."""
-    check = partial(compare, rtol=rtol, atol=atol, seed=seed, max_bytes=max_bytes, labels=labels)
+    check = partial(compare, rtol=rtol, atol=atol, seed=seed, max_bytes=max_bytes, labels=labels, numerics=numerics)
     return isolated_call(check, before_text, after_text, inputs)
 
 

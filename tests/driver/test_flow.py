@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -55,7 +56,17 @@ def test_the_passes_are_summarised_per_pass(tmp_path: Path) -> None:
         ("neuron-int-matmul-downcast", True),
     ]
     assert result.status == "changed" and result.output is None  # --check writes nothing
-    assert list(result.to_dict()) == ["path", "status", "seconds", "passes", "warnings", "error", "output", "numerics"]
+    assert list(result.to_dict()) == [
+        "path",
+        "status",
+        "seconds",
+        "passes",
+        "warnings",
+        "error",
+        "output",
+        "losses",
+        "numerics",
+    ]
     assert result.to_dict()["passes"][1] == {"name": "upcast-all-to-fp32", "changed": True, "rewritten": 2}
 
 
@@ -104,3 +115,20 @@ def test_stdin_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
     result = process_module(Job("-"), RunOptions())
     assert result.path == "<stdin>"
     assert result.error is not None and result.error["file"] == "<stdin>"
+
+
+def test_per_pass_keeps_the_module_after_each_changing_pass(tmp_path: Path) -> None:
+    """Read back from the pipeline's dumps: a private directory without --dump-dir, and never an older run's."""
+    (tmp_path / "m.hlo").write_text(INT8.read_text())
+    options = RunOptions(passes="all", check=True, verify_numerics=True, per_pass=True)
+    result = process_module(Job(str(tmp_path / "m.hlo")), options)
+    assert [name for name, _ in result.stages] == ["upcast-all-to-fp32", "neuron-int-matmul-downcast"]
+    assert result.texts is not None and result.stages[-1][1] == result.texts[1]
+    assert "f32[8,32]{1,0} dot" not in result.stages[0][1] and "f32[8,32]{1,0} dot" in result.stages[1][1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.hlo"]
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "01-after-batchnorm-training-upcast.hlo").write_text("stale")
+    again = process_module(Job(str(tmp_path / "m.hlo")), replace(options, dump_dir=str(dump)))
+    assert again.stages == result.stages
+    assert not process_module(Job(str(tmp_path / "m.hlo")), RunOptions(passes="all", check=True)).stages

@@ -30,6 +30,7 @@ CONFIGS = (
     "neuron-int-matmul-downcast",
     "fold-constant-converts",
     "all,fold-constant-converts",
+    "emulate-neuron-converts",
 )
 HERE = Path(__file__).resolve().parent
 

@@ -1,0 +1,196 @@
+"""Which of the module formats users have a file holds, from its extension or its bytes.
+
+Torch-neuronx and the Neuron compile cache give a bare HloModuleProto (``*.hlo_module.pb``),
+XLA's ``--xla_dump_hlo_as_proto`` an HloProto wrapper (``*.hlo.pb``), jax's ``lower().as_text()``
+StableHLO text, and ``jax.export`` MLIR bytecode. Telling them apart needs no jaxlib: the
+extension when it says something, else the bytes (the MLIR bytecode magic, text that opens like
+MLIR or HLO, or a protobuf whose top-level fields are those of the two HLO messages). The
+conversions themselves go through jaxlib, in `hloopt.xla.formats`.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import PurePath
+
+from hloopt.errors import HloError
+
+
+class Format(Enum):
+    """A module format, named as the ``--output-format`` option spells it."""
+
+    HLO = "hlo"
+    #: A serialized HloModuleProto.
+    PROTO = "pb"
+    #: XLA's HloProto dump wrapper (field 1 is the HloModuleProto); read only.
+    PROTO_WRAPPER = "hlo.pb"
+    STABLEHLO = "mlir"
+    STABLEHLO_BYTECODE = "mlirbc"
+
+
+#: What `-o` writes for each extension (``.hlo``, ``.txt``: HLO text).
+OUTPUT_EXTENSIONS: dict[str, Format] = {
+    ".hlo": Format.HLO,
+    ".txt": Format.HLO,
+    ".pb": Format.PROTO,
+    ".mlir": Format.STABLEHLO,
+}
+#: Formats `--output-format` names.
+OUTPUT_FORMATS: dict[str, Format] = {"hlo": Format.HLO, "pb": Format.PROTO, "mlir": Format.STABLEHLO}
+
+MLIR_BYTECODE_MAGIC = b"ML\xefR"
+#: The opening of MLIR text, after blank and ``//`` comment lines: ``module @name``, ``module attributes``,
+#: ``module {`` opening a ``func.func`` or closing at once, a bare ``func.func``, a ``#loc`` alias or the
+#: generic ``"builtin.module"``. ``module {`` followed by instructions is HLO (a computation named module).
+MLIR_START = re.compile(
+    r'(?:\s|//[^\n]*)*(module\s*(?:@|attributes\b|\{\s*(?:func\.func\b|\}))|func\.func\b|#loc\d*\s*=|"builtin\.module")'
+)
+#: HloModuleProto fields always present in a module XLA serialized: name (1), entry name (2),
+#: computations (3) and host_program_shape (4); an HloProto wrapper has hlo_module (1) and
+#: buffer_assignment (3) only.
+_MODULE_FIELDS = {1, 2, 3, 4}
+
+#: Magic numbers of files people pass by mistake, for the error.
+_LOOKS_LIKE = {
+    b"PK\x03\x04": "a ZIP archive",
+    b"\x1f\x8b": "a gzip file",
+    b"\x89PNG": "a PNG image",
+    b"%PDF": "a PDF document",
+    b"\x7fELF": "an ELF binary",
+    b"\x93NUMPY": "a NumPy .npy array",
+}
+
+
+def detect(path: str, data: bytes) -> Format:
+    """The format of `data`, read from `path` (``-`` for stdin); HloError naming what it looks like."""
+    suffix = "".join(PurePath(path).suffixes[-2:]) if path != "-" else ""
+    if data.startswith(MLIR_BYTECODE_MAGIC):
+        return Format.STABLEHLO_BYTECODE
+    if suffix.endswith(".pb"):
+        return _proto_format(path, data)
+    text = _as_text(data)
+    if text is not None:
+        if MLIR_START.match(text):
+            return Format.STABLEHLO
+        return Format.HLO
+    if suffix.endswith((".hlo", ".txt", ".mlir")):
+        return Format.HLO  # reading it as text says where the bad bytes are
+    return _proto_format(path, data)
+
+
+_BINARY = re.compile(rb"[\x00-\x08\x0e-\x1f]")
+
+
+def _as_text(data: bytes) -> str | None:
+    """`data` as UTF-8 text if it is text at all (no control bytes early on), else None."""
+    if _BINARY.search(data, 0, 4096) or any(data.startswith(magic) for magic in _LOOKS_LIKE):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _proto_format(path: str, data: bytes) -> Format:
+    fields = top_level_fields(data)
+    if fields is not None and fields.keys() >= _MODULE_FIELDS:
+        return Format.PROTO
+    if fields is not None and 1 in fields and fields[1] == 2:
+        inner = fields_of_first(data, 1)
+        if inner is not None and inner.keys() >= _MODULE_FIELDS:
+            return Format.PROTO_WRAPPER
+    raise HloError(f"{path}: not an HLO module: {_describe(data, fields)}")
+
+
+def _describe(data: bytes, fields: dict[int, int] | None) -> str:
+    for magic, what in _LOOKS_LIKE.items():
+        if data.startswith(magic):
+            return f"it looks like {what}"
+    if not data:
+        return "the file is empty"
+    if fields is None:
+        return (
+            "it is neither HLO text, StableHLO (text or bytecode) nor a serialized HloModuleProto "
+            "(a .pb that ends early is truncated)"
+        )
+    shown = ", ".join(str(number) for number in sorted(fields)[:8])
+    return f"it is a protobuf message (fields {shown}) that is neither an HloModuleProto nor XLA's HloProto dump"
+
+
+def top_level_fields(data: bytes) -> dict[int, int] | None:
+    """Field number → wire type of every top-level field of a protobuf message, or None if the
+    bytes are not one (a truncated message is not one either)."""
+    fields: dict[int, int] = {}
+    position = 0
+    while position < len(data):
+        key = _varint(data, position)
+        if key is None:
+            return None
+        value, position = key
+        number, wire = value >> 3, value & 7
+        if number == 0:
+            return None
+        end = _skip(data, position, wire)
+        if end is None:
+            return None
+        fields.setdefault(number, wire)
+        position = end
+    return fields
+
+
+def fields_of_first(data: bytes, number: int) -> dict[int, int] | None:
+    """The top-level fields of the first length-delimited field `number` of a message."""
+    payload = first_field(data, number)
+    return None if payload is None else top_level_fields(payload)
+
+
+def first_field(data: bytes, number: int) -> bytes | None:
+    """The bytes of the first length-delimited field `number` (the HloProto's hlo_module)."""
+    position = 0
+    while position < len(data):
+        key = _varint(data, position)
+        if key is None:
+            return None
+        value, position = key
+        wire = value & 7
+        if value >> 3 == number and wire == 2:
+            length = _varint(data, position)
+            if length is None or length[1] + length[0] > len(data):
+                return None
+            return data[length[1] : length[1] + length[0]]
+        end = _skip(data, position, wire)
+        if end is None:
+            return None
+        position = end
+    return None
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int] | None:
+    value = shift = 0
+    while position < len(data) and shift < 64:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+    return None
+
+
+def _skip(data: bytes, position: int, wire: int) -> int | None:
+    """Where the value of wire type `wire` at `position` ends, or None past the data."""
+    end: int | None
+    if wire == 0:
+        varint = _varint(data, position)
+        end = None if varint is None else varint[1]
+    elif wire == 1:
+        end = position + 8
+    elif wire == 5:
+        end = position + 4
+    elif wire == 2:
+        length = _varint(data, position)
+        end = None if length is None else length[1] + length[0]
+    else:
+        end = None  # groups (3, 4) are not in these messages; 6 and 7 do not exist
+    return end if end is not None and end <= len(data) else None

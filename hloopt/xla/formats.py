@@ -1,0 +1,168 @@
+"""Module formats in and out, converted by jaxlib (the real XLA), never by hand.
+
+`load` turns any supported file into HLO text, which hloopt parses; `dump` turns hloopt's
+text into the format an output path asks for. What a conversion cannot carry is named
+(`losses`), so the CLI can say so on stderr; docs/decisions.md lists every loss. The calls are
+the ones `../shared/docs/jaxlib-formats-and-versions.md` checked on jaxlib 0.10 to 0.12.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from hloopt.errors import HloError
+from hloopt.support.fileio import decode_text, read_bytes
+from hloopt.support.formats import OUTPUT_EXTENSIONS, OUTPUT_FORMATS, Format, detect, first_field
+
+#: Module attributes an HloModuleProto has no field for: they are lost going through `.pb`.
+PROTO_LOSSES = (
+    "replica_count",
+    "num_partitions",
+    "alias_passthrough_params",
+    "allow_spmd_sharding_propagation_to_parameters",
+    "allow_spmd_sharding_propagation_to_output",
+)
+#: What the StableHLO route changes, whatever the module.
+STABLEHLO_LOSSES = (
+    "instruction and computation names are XLA's new ones (while bodies become regions)",
+    "instruction layouts fall back to the default (the entry layout survives)",
+    "the instruction order follows dependencies, and op_name metadata is added where there was none",
+)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A module file read as HLO text, with the format it was in."""
+
+    text: str
+    format: Format
+
+
+def load(path: str) -> Loaded:
+    """The HLO text of the module in `path` (``-`` is stdin), whatever its format."""
+    data = read_bytes(path)
+    fmt = detect(path, data)
+    if fmt is Format.HLO:
+        return Loaded(decode_text(data, "<stdin>" if path == "-" else path), fmt)
+    if fmt is Format.PROTO_WRAPPER:
+        inner = first_field(data, 1)
+        assert inner is not None  # detect() found it
+        return Loaded(proto_to_text(inner, path), fmt)
+    if fmt is Format.PROTO:
+        return Loaded(proto_to_text(data, path), fmt)
+    return Loaded(stablehlo_to_text(data, path), fmt)
+
+
+def _print_options() -> Any:
+    import jaxlib._hlo as hlo
+
+    options = hlo.HloPrintOptions()
+    options.print_large_constants = True  # else constants over 10 elements print as {...}
+    return options
+
+
+def proto_to_text(data: bytes, path: str = "<bytes>") -> str:
+    """XLA's print of a serialized HloModuleProto (metadata, names and constants intact)."""
+    import jaxlib._hlo as hlo
+
+    try:
+        module = hlo.HloModule.from_serialized_hlo_module_proto(data)
+    except Exception as err:
+        raise HloError(f"{path}: not a readable HloModuleProto: {_first_line(err)}") from None
+    return _callees_first(str(module.to_string(_print_options())), path)
+
+
+def _callees_first(text: str, path: str) -> str:
+    """XLA prints a proto's computations in the proto's order, which may call one before it is
+    defined; its own parser (and hloopt's) refuses that text, so put callees first."""
+    from hloopt.text.parser import parse
+
+    return parse(text, path, callees_first=True).to_text()
+
+
+def stablehlo_to_text(data: bytes, path: str = "<bytes>") -> str:
+    """HLO text of a StableHLO module (text, bytecode or a jax.export artifact)."""
+    from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
+
+    try:
+        computation = _jax.mlir.mlir_module_to_xla_computation(data, use_tuple_args=False, return_tuple=False)
+    except Exception as err:
+        raise HloError(f"{path}: StableHLO that XLA cannot convert to HLO: {_first_line(err)}") from None
+    return _callees_first(str(computation.as_hlo_module().to_string(_print_options())), path)
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip() or type(err).__name__
+    lines = [line for line in text.splitlines() if line.strip()]
+    return re.sub(r"^(INVALID_ARGUMENT|INTERNAL|UNKNOWN): ", "", lines[0]) if lines else text
+
+
+def output_format(path: str, override: str | None = None) -> Format:
+    """What `-o path` writes: `override` (``hlo``, ``pb``, ``mlir``) or the extension; HLO text otherwise."""
+    if override is not None:
+        try:
+            return OUTPUT_FORMATS[override]
+        except KeyError:
+            raise HloError(f"unknown output format {override!r}; choose one of {', '.join(OUTPUT_FORMATS)}") from None
+    return OUTPUT_EXTENSIONS.get(PurePath(path).suffix, Format.HLO)
+
+
+def dump(text: str, fmt: Format) -> str | bytes:
+    """`text` (HLO text hloopt printed) in format `fmt`, converted by jaxlib."""
+    if fmt is Format.HLO:
+        return text
+    import jaxlib._hlo as hlo
+
+    try:
+        proto = hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    except Exception as err:
+        raise HloError(f"XLA cannot read the module to write it as {fmt.value}: {_first_line(err)}") from None
+    if fmt is Format.PROTO:
+        return bytes(proto)
+    if fmt is Format.STABLEHLO:
+        from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
+
+        try:
+            return str(_jax.mlir.xla_computation_to_mlir_module(hlo.XlaComputation(proto)))
+        except Exception as err:
+            raise HloError(f"XLA cannot convert the module to StableHLO: {_first_line(err)}") from None
+    raise HloError(f"hloopt does not write {fmt.value} files")
+
+
+def losses(text: str, fmt: Format) -> list[str]:
+    """What writing `text` in `fmt` does not keep, for a warning on stderr (empty: nothing)."""
+    if fmt is Format.PROTO:
+        header = text[: text.find("\n")] if "\n" in text else text
+        lost = [f"{name} (HloModuleProto has no field for it)" for name in PROTO_LOSSES if f"{name}=" in header]
+        if _UNSET_CHANNEL.search(text):
+            lost.append("channel_id=0 (a proto reads 0 as no channel)")
+        return lost
+    if fmt is Format.STABLEHLO:
+        return list(STABLEHLO_LOSSES)
+    return []
+
+
+#: A proto stores "no channel" as channel_id 0, so an explicit channel_id=0 does not come back.
+_UNSET_CHANNEL = re.compile(r", channel_id=0(?![0-9])")
+_HEADER_LOSS = re.compile(rf", (?:{'|'.join(PROTO_LOSSES)})=(?:\{{[^}}]*\}}|[^,\n]*)")
+
+
+def through_proto(text: str, name: str = "<string>") -> str | None:
+    """None when a module survives text → hloopt → .pb → hloopt → text as XLA prints it (the
+    fields a proto cannot hold aside), else what went wrong; run it in a worker, XLA can crash."""
+    from hloopt.text.parser import parse
+    from hloopt.xla.bridge import canonical
+
+    try:
+        expected = canonical(text)
+        data = dump(parse(text, name).to_text(), Format.PROTO)
+        assert isinstance(data, bytes)
+        back = canonical(parse(proto_to_text(data, name), name).to_text())
+    except HloError as err:
+        return f"{name}: {err}"
+    header, _, body = expected.partition("\n")
+    expected = f"{_HEADER_LOSS.sub('', header)}\n{_UNSET_CHANNEL.sub('', body)}"
+    return None if back == expected else f"{name}: XLA prints it differently after .pb"

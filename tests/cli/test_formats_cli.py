@@ -1,0 +1,100 @@
+"""`hloopt run`, `exec` and `compare` read and write HloModuleProto and StableHLO as well as HLO text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hlo_text import hlo
+
+from hloopt.cli.main import main
+from hloopt.support.formats import Format, detect
+from hloopt.xla import formats
+from hloopt.xla.bridge import canonical
+
+MODULE = hlo(
+    """
+    HloModule m, replica_count=2
+    ENTRY e {
+      p = bf16[4] parameter(0)
+      ROOT n = bf16[4] negate(p)
+    }
+    """
+)
+
+
+@pytest.fixture
+def proto(tmp_path: Path) -> Path:
+    data = formats.dump(MODULE, Format.PROTO)
+    assert isinstance(data, bytes)
+    path = tmp_path / "m.hlo_module.pb"
+    path.write_bytes(data)
+    return path
+
+
+def test_run_reads_a_proto_and_writes_each_format_by_extension(tmp_path: Path, proto: Path) -> None:
+    runner = CliRunner()
+    for name, fmt in (("out.pb", Format.PROTO), ("out.mlir", Format.STABLEHLO), ("out.hlo", Format.HLO)):
+        result = runner.invoke(main, ["run", str(proto), "--passes", "all", "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.stderr
+        assert detect(name, (tmp_path / name).read_bytes()) is fmt
+    text = formats.load(str(tmp_path / "out.pb")).text
+    assert "f32[4]" in text  # upcast-all ran
+
+
+def test_a_proto_output_names_what_it_loses(tmp_path: Path) -> None:
+    source = tmp_path / "m.hlo"
+    source.write_text(MODULE)
+    result = CliRunner().invoke(main, ["run", str(source), "-o", str(tmp_path / "m.pb")])
+    assert result.exit_code == 0
+    assert "does not keep replica_count" in result.stderr
+
+
+def test_output_format_overrides_the_extension_and_works_on_stdout(tmp_path: Path, proto: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "module.bin"
+    assert runner.invoke(main, ["run", str(proto), "-o", str(out), "--output-format", "pb"]).exit_code == 0
+    assert detect("x", out.read_bytes()) is Format.PROTO
+    piped = runner.invoke(main, ["run", str(proto), "--output-format", "mlir"])
+    assert piped.exit_code == 0 and "stablehlo.negate" in piped.stdout
+
+
+def test_a_directory_keeps_each_module_format(tmp_path: Path, proto: Path) -> None:
+    (tmp_path / "in").mkdir()
+    proto.rename(tmp_path / "in" / "a.pb")
+    (tmp_path / "in" / "b.hlo").write_text(MODULE)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--passes", "all"])
+    assert result.exit_code == 0, result.stderr
+    assert detect("a.pb", (tmp_path / "out" / "a.pb").read_bytes()) is Format.PROTO
+    assert (tmp_path / "out" / "b.hlo").read_text().startswith("HloModule m")
+
+
+def test_exec_and_compare_take_protos(tmp_path: Path, proto: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["exec", str(proto)]).exit_code == 0
+    text = tmp_path / "m.hlo"
+    text.write_text(MODULE)
+    compared = runner.invoke(main, ["compare", str(proto), str(text)])
+    assert compared.exit_code == 0, compared.stderr
+    assert canonical(formats.load(str(proto)).text) == canonical(
+        formats.load(str(text)).text.replace(", replica_count=2", "")
+    )
+
+
+@pytest.mark.parametrize(
+    "name, data",
+    [("t.pb", "truncated"), ("x.pb", b"\x08\x01\x10\x02"), ("x.bin", b"\x89PNG\r\n\x1a\n....")],
+    ids=["a truncated proto", "a proto that is not HLO", "an image"],
+)
+def test_a_file_that_is_no_module_exits_2_without_a_traceback(tmp_path: Path, name: str, data: str | bytes) -> None:
+    if data == "truncated":
+        full = formats.dump(MODULE, Format.PROTO)
+        assert isinstance(full, bytes)
+        data = full[: len(full) // 3]
+    assert isinstance(data, bytes)
+    (tmp_path / name).write_bytes(data)
+    for command in (["run"], ["exec"]):
+        result = CliRunner().invoke(main, [*command, str(tmp_path / name)])
+        assert result.exit_code == 2
+        assert result.stderr.startswith("hloopt: error: ") and "Traceback" not in result.stderr
