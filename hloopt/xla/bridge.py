@@ -34,6 +34,7 @@ import numpy as np
 
 from hloopt.errors import HloError
 from hloopt.ir.element_types import BY_CODE, NoNumpyType, numpy_dtype
+from hloopt.ir.opcodes import JAXLIB_SINCE
 from hloopt.ir.shape import ArrayShape
 
 #: The stages a module goes through, in order; an `XlaError` names the one that failed.
@@ -86,8 +87,49 @@ def _backend() -> Any:
 def _parse(text: str) -> Any:
     import jaxlib._hlo as hlo
 
-    with _stage("parse"):
-        return hlo.hlo_module_from_text(text)
+    try:
+        with _stage("parse"):
+            return hlo.hlo_module_from_text(text)
+    except XlaError as err:
+        newer = newer_syntax(text)
+        if not newer:
+            raise
+        raise XlaError("parse", f"{err.message}\n{newer}") from None
+
+
+def jaxlib_version() -> tuple[int, int]:
+    """The installed jaxlib's (major, minor)."""
+    from importlib.metadata import version
+
+    major, minor = version("jaxlib").split(".")[:2]
+    return int(major), int(minor)
+
+
+#: How to spot each `JAXLIB_SINCE` construct in a text: ``<opcode> <attribute>`` keys by their
+#: line, the others by their own pattern.
+_CONSTRUCT_PATTERNS = {
+    "compact get-tuple-element operands (%x#1)": re.compile(r"[\w.\-]#\d"),
+    "origin trees separated by commas": re.compile(r"origin=\{\{[^\n]*\},\s*\{"),
+}
+
+
+def newer_syntax(text: str) -> str:
+    """Why the installed jaxlib may refuse `text`: the constructs in it that it is too old for."""
+    installed = jaxlib_version()
+    found: list[str] = []
+    for construct, since in JAXLIB_SINCE.items():
+        if since <= installed:
+            continue
+        pattern = _CONSTRUCT_PATTERNS.get(construct)
+        if pattern is None:
+            opcode, attribute = construct.split(" ")
+            pattern = re.compile(rf"\b{re.escape(opcode)}(?:-start)?\([^\n]*\b{re.escape(attribute)}=")
+        if pattern.search(text):
+            found.append(f"{construct} (jaxlib reads it from {since[0]}.{since[1]})")
+    if not found:
+        return ""
+    shown = ".".join(map(str, installed))
+    return f"the installed jaxlib {shown} is older than this module's syntax: " + "; ".join(found)
 
 
 def canonical(text: str) -> str:
