@@ -121,22 +121,8 @@ def _describe(data: bytes, fields: dict[int, int] | None) -> str:
 def top_level_fields(data: bytes) -> dict[int, int] | None:
     """Field number → wire type of every top-level field of a protobuf message, or None if the
     bytes are not one (a truncated message is not one either)."""
-    fields: dict[int, int] = {}
-    position = 0
-    while position < len(data):
-        key = _varint(data, position)
-        if key is None:
-            return None
-        value, position = key
-        number, wire = value >> 3, value & 7
-        if number == 0:
-            return None
-        end = _skip(data, position, wire)
-        if end is None:
-            return None
-        fields.setdefault(number, wire)
-        position = end
-    return fields
+    fields = _walk(data)
+    return None if fields is None else {number: wire for number, wire, _ in reversed(fields)}
 
 
 def fields_of_first(data: bytes, number: int) -> dict[int, int] | None:
@@ -147,23 +133,33 @@ def fields_of_first(data: bytes, number: int) -> dict[int, int] | None:
 
 def first_field(data: bytes, number: int) -> bytes | None:
     """The bytes of the first length-delimited field `number` (the HloProto's hlo_module)."""
+    for field_number, wire, payload in _walk(data) or ():
+        if field_number == number and wire == 2:
+            return payload
+    return None
+
+
+def _walk(data: bytes) -> list[tuple[int, int, bytes]] | None:
+    """(number, wire type, payload of a length-delimited field, else b"") of each top-level field,
+    in order; None if the bytes are not a whole message."""
+    fields: list[tuple[int, int, bytes]] = []
     position = 0
     while position < len(data):
         key = _varint(data, position)
-        if key is None:
+        if key is None or key[0] >> 3 == 0:
             return None
-        value, position = key
-        wire = value & 7
-        if value >> 3 == number and wire == 2:
-            length = _varint(data, position)
-            if length is None or length[1] + length[0] > len(data):
-                return None
-            return data[length[1] : length[1] + length[0]]
+        (value, position), wire = key, key[0] & 7
         end = _skip(data, position, wire)
         if end is None:
             return None
+        payload = b""
+        if wire == 2:
+            length = _varint(data, position)
+            assert length is not None  # _skip read it
+            payload = data[length[1] : end]
+        fields.append((value >> 3, wire, payload))
         position = end
-    return None
+    return fields
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int] | None:

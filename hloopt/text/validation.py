@@ -106,18 +106,23 @@ def _check_alias_list(value: str, key: str) -> None:
     inner = body[1:-1].strip()
     if not inner:
         return
-    for part in _split_top(inner):
+    for part in split_top(inner):
         if not entry.fullmatch(part):
             raise InvalidHlo(f"malformed {key} entry {part.strip()!r}", attribute=key)
 
 
-def _split_top(text: str) -> list[str]:
-    """Split at commas outside brackets."""
+def split_top(text: str) -> list[str]:
+    """Split at commas outside brackets and double-quoted strings."""
     parts: list[str] = []
     depth = 0
     start = 0
+    quoted = False
     for i, ch in enumerate(text):
-        if ch in "{([":
+        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch in "{([":
             depth += 1
         elif ch in "})]":
             depth -= 1
@@ -462,7 +467,7 @@ def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> No
         raise _fail(instruction, f"{reason}: {api}", "api_version")
     constraints = instruction.attributes.get("operand_layout_constraints")
     if isinstance(constraints, str):
-        parts = [p for p in _split_top(constraints.strip()[1:-1]) if p.strip()]
+        parts = [p for p in split_top(constraints.strip()[1:-1]) if p.strip()]
         if len(parts) != len(instruction.operands):
             raise _fail(
                 instruction,

@@ -26,6 +26,7 @@ from hloopt import parse
 from hloopt.errors import HloParseError
 from hloopt.ir.element_types import ROWS as ELEMENT_TYPES
 from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES, ROWS, allowed_attributes, base_opcode, required_attributes
+from hloopt.text.validation import split_top
 from hloopt.xla.bridge import canonical_in_subprocess
 
 #: (label, module text, the `JAXLIB_SINCE` construct it uses or None).
@@ -95,26 +96,6 @@ EXTRA_VALUES = {
 }
 
 
-def _split_top(text: str) -> list[str]:
-    """Split at commas outside brackets and strings."""
-    parts: list[str] = []
-    depth, start, quoted = 0, 0, False
-    for i, ch in enumerate(text):
-        if ch == '"':
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif ch in "{([":
-            depth += 1
-        elif ch in "})]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
 def _head_and_attributes(root: str) -> tuple[str, list[str]]:
     """``shape opcode(operands)`` and the ``name=value`` attributes after it."""
     match = re.match(r"(\(.*?\)\)?|\S+) ([a-z0-9-]+)\(", root)
@@ -125,7 +106,7 @@ def _head_and_attributes(root: str) -> tuple[str, list[str]]:
         if depth == 0:
             break
     head, rest = root[: end + 1], root[end + 1 :]
-    return head, [a.strip() for a in _split_top(rest)[1:]] if rest.strip() else []
+    return head, [a.strip() for a in split_top(rest)[1:]] if rest.strip() else []
 
 
 def _values() -> dict[str, list[str]]:
