@@ -174,7 +174,7 @@ def through_proto(text: str, name: str = "<string>") -> str | None:
         problem = str(err)
     if problem is None:
         return None
-    return f"XLA: {name}: {problem}" if _xla_alone(text) != expected else f"{name}: {problem}"
+    return f"XLA: {name}: {problem}" if xla_alone_through_proto(text) != expected else f"{name}: {problem}"
 
 
 def _without_proto_losses(printed: str) -> str:
@@ -182,7 +182,7 @@ def _without_proto_losses(printed: str) -> str:
     return f"{_HEADER_LOSS.sub('', header)}\n{_UNSET_CHANNEL.sub('', body)}"
 
 
-def _xla_alone(text: str) -> str | None:
+def xla_alone_through_proto(text: str) -> str | None:
     """XLA's print after XLA alone sends `text` through a proto and back (None if it cannot)."""
     import jaxlib._hlo as hlo
 
