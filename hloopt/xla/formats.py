@@ -56,11 +56,12 @@ def load(path: str) -> Loaded:
     return Loaded(stablehlo_to_text(data, path), fmt)
 
 
-def _print_options() -> Any:
+def print_options() -> Any:
+    """XLA's print options with every constant in full (else those over 10 elements print as {...})."""
     import jaxlib._hlo as hlo
 
     options = hlo.HloPrintOptions()
-    options.print_large_constants = True  # else constants over 10 elements print as {...}
+    options.print_large_constants = True
     return options
 
 
@@ -72,7 +73,7 @@ def proto_to_text(data: bytes, path: str = "<bytes>") -> str:
         module = hlo.HloModule.from_serialized_hlo_module_proto(data)
     except Exception as err:
         raise HloError(f"{path}: not a readable HloModuleProto: {_first_line(err)}") from None
-    return _callees_first(str(module.to_string(_print_options())), path)
+    return _callees_first(str(module.to_string(print_options())), path)
 
 
 def _callees_first(text: str, path: str) -> str:
@@ -91,7 +92,7 @@ def stablehlo_to_text(data: bytes, path: str = "<bytes>") -> str:
         computation = _jax.mlir.mlir_module_to_xla_computation(data, use_tuple_args=False, return_tuple=False)
     except Exception as err:
         raise HloError(f"{path}: StableHLO that XLA cannot convert to HLO: {_first_line(err)}") from None
-    return _callees_first(str(computation.as_hlo_module().to_string(_print_options())), path)
+    return _callees_first(str(computation.as_hlo_module().to_string(print_options())), path)
 
 
 def _first_line(err: Exception) -> str:
@@ -190,7 +191,7 @@ def xla_alone_through_proto(text: str) -> str | None:
 
     try:
         data = hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
-        printed = hlo.HloModule.from_serialized_hlo_module_proto(data).to_string(_print_options())
+        printed = hlo.HloModule.from_serialized_hlo_module_proto(data).to_string(print_options())
         return _without_proto_losses(canonical(str(printed)))
     except Exception:
         return None

@@ -21,18 +21,11 @@ from hloopt.passes.pipeline import run_pipeline
 from hloopt.text.parser import parse
 from hloopt.xla.bridge import Executable, compile_cpu
 from hloopt.xla.execution import convert_exact
+from hloopt.xla.formats import print_options
 
 Numerics = Literal["xla", "neuron"]
 #: What a pass list may be: a spec string (``"all"``, ``"upcast-all-to-fp32,fold-constant-converts"``) or names.
 Passes = str | Sequence[str] | None
-
-
-def _print_options() -> Any:
-    import jaxlib._hlo as hlo
-
-    options = hlo.HloPrintOptions()
-    options.print_large_constants = True
-    return options
 
 
 def hlo_text(fn: Callable[..., Any], *args: Any, optimised: bool = False, **kwargs: Any) -> str:
@@ -47,7 +40,7 @@ def hlo_text(fn: Callable[..., Any], *args: Any, optimised: bool = False, **kwar
     # jax types both calls as optional; they return None only for non-XLA backends.
     source: Any = lowered.compile().runtime_executable() if optimised else lowered.compiler_ir("hlo")
     module = source.hlo_modules()[0] if optimised else source.as_hlo_module()
-    return str(module.to_string(_print_options()))
+    return str(module.to_string(print_options()))
 
 
 def module(fn: Callable[..., Any], *args: Any, optimised: bool = False, passes: Passes = None, **kwargs: Any) -> Module:
