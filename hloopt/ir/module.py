@@ -414,6 +414,42 @@ class Module:
         base, number = (match.group(1), int(match.group(2))) if match else (name, 0)
         self._names[base] = max(self._names.get(base, 0), number + 1)
 
+    def clone(self) -> Module:
+        """A deep copy: new computations and instructions, the (immutable) shapes and literals shared, so
+        a pass can rewrite the copy while the caller keeps the module it was given."""
+        copy = Module(self.name)
+        copy.attributes = dict(self.attributes)
+        copy.entry_layout = self.entry_layout
+        copy.stack_frames = self.stack_frames
+        computations = {c: Computation(c.name, c.is_entry) for c in self.computations}
+        instructions = {
+            i: Instruction(i.name, i.opcode, i.shape, literal=i.literal, parameter_number=i.parameter_number)
+            for c in self.computations
+            for i in c.instructions
+        }
+
+        def mapped(value: AttributeValue) -> AttributeValue:
+            if isinstance(value, Computation):
+                return computations.get(value, value)
+            if isinstance(value, ComputationList):
+                return ComputationList(tuple(computations.get(c, c) for c in value.computations))
+            if isinstance(value, InstructionList):
+                return InstructionList(tuple(instructions[i] for i in value.instructions))
+            return value
+
+        for old, new in computations.items():
+            new.attributes = dict(old.attributes)
+            for instruction in old.instructions:
+                twin = instructions[instruction]
+                twin.attributes = {key: mapped(value) for key, value in instruction.attributes.items()}
+                for operand in instruction.operands:
+                    twin.append_operand(instructions[operand])
+                new.append(twin)
+            if old.root is not None:
+                new.set_root(instructions[old.root])
+            copy.add_computation(new)
+        return copy
+
     def to_text(self) -> str:
         """The module in XLA's canonical text style."""
         from hloopt.text.printer import print_module

@@ -115,6 +115,12 @@ REGISTRY: tuple[PassInfo, ...] = (
         "every convert between BIR dtypes computes the device's CastToNewDType bit for bit (hloopt's own)",
         "emulate_neuron_converts", in_all=False,
     ),
+    PassInfo(
+        "cpu-runnable", 1002, "CpuRunnable",
+        "an optimised dump made one XLA's CPU compiler runs: fusions become calls, bitcasts transposes and "
+        "reshapes, layouts default, backend configs go (hloopt's own; exec and compare apply it themselves)",
+        "cpu_runnable", in_all=False,
+    ),
 )  # fmt: skip
 
 _BY_NAME: dict[str, PassInfo] = {p.name: p for p in REGISTRY} | {p.class_name.lower(): p for p in REGISTRY}

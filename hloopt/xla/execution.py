@@ -51,8 +51,9 @@ class ExecutionError(HloError):
     """Inputs or outputs that cannot be used as asked (the XLA side was fine)."""
 
 
-class NumericsWarning(UserWarning):
-    """A convert the emulation leaves with XLA's semantics (a type pair the device lacks)."""
+class ExecutionWarning(UserWarning):
+    """What a pass preparing the executed copy warns of: a convert the emulation leaves with XLA's
+    semantics (a type pair the device lacks), or a constant printed without its values."""
 
 
 # --- numerics --------------------------------------------------------------------------------
@@ -82,19 +83,26 @@ def _text(module: ModuleLike) -> str:
 
 
 def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module") -> tuple[str, tuple[str, ...]]:
-    """The text to run for `module` under `numerics`, and the emulation's warnings (pass name first).
+    """The text to run for `module`, and the warnings of the passes that made it (pass name first).
 
-    ``neuron`` parses a copy and runs the emulation pass on it, so neither the
-    caller's `Module` nor the file it came from changes.
+    A copy is parsed and made CPU-runnable (an optimised dump's fusions become calls, its bitcasts
+    the transposes and reshapes they stand for, …); under ``neuron`` the device's converts follow.
+    Neither the caller's `Module` nor its file changes, and a module nothing had to change runs
+    exactly as given.
     """
-    if check_numerics(numerics) == "xla":
-        return _text(module), ()
+    from hloopt.passes.cpu_runnable import CpuRunnable, NotCpuRunnable
     from hloopt.passes.pipeline import run_pipeline
     from hloopt.text.parser import parse
 
-    copy = parse(_text(module), label)
-    report = run_pipeline(copy, [EMULATION_PASS])
-    return copy.to_text(), tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
+    text = _text(module)
+    copy = parse(text, label)
+    passes = [CpuRunnable(), *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else [])]
+    try:
+        report = run_pipeline(copy, passes, original=lambda: parse(text, label))
+    except NotCpuRunnable as err:
+        raise NotCpuRunnable(f"{label}: {err}") from None
+    notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
+    return (copy.to_text() if report.changed else text), notes
 
 
 # --- inputs ----------------------------------------------------------------------------------
@@ -265,11 +273,11 @@ def execute(
 ) -> list[np.ndarray]:
     """The outputs of one CPU run, tuple results flattened in order (tokens are ``bool[0]``).
 
-    Under ``neuron`` numerics, each convert the emulation leaves to XLA is a `NumericsWarning`.
+    Each warning of the passes that prepared the run (`with_numerics`) is an `ExecutionWarning`.
     """
     execution = run(module, inputs, seed, max_bytes, numerics=numerics)
     for note in execution.warnings:
-        warnings.warn(note, NumericsWarning, stacklevel=2)
+        warnings.warn(note, ExecutionWarning, stacklevel=2)
     return list(execution.outputs)
 
 

@@ -28,24 +28,12 @@ ENTRY main {
 }
 """
 
-#: Fails a CHECK in XLA's CPU fusion emitter: the process aborts (and its abort handler may hang).
-CHECK_FAILURE = """HloModule check_failure
-inner_fusion {
-  p0 = f32[4] parameter(0)
-  update = f32[2] parameter(1)
-  c0 = s32[] constant(0)
-  ROOT dus = f32[4] dynamic-update-slice(p0, update, c0)
-}
-outer_fusion {
-  p0 = f32[4] parameter(0)
-  update = f32[2] parameter(1)
-  nested = f32[4] fusion(p0, update), kind=kLoop, calls=inner_fusion
-  ROOT bitcast = f32[2,2] bitcast(nested)
-}
-ENTRY test {
-  p0 = f32[4] parameter(0)
-  update = f32[2] parameter(1)
-  ROOT fusion = f32[2,2] fusion(p0, update), kind=kLoop, calls=outer_fusion
+#: Aborts XLA's CPU compiler (its constant folder has no complex less-than): the process dies.
+CRASHES_XLA = """HloModule crashes_xla
+ENTRY main {
+  a = c128[2] constant({(1, 2), (3, 4)})
+  b = c128[2] constant({(5, 6), (7, 8)})
+  ROOT lt = pred[2] compare(a, b), direction=LT
 }
 """
 
@@ -72,7 +60,7 @@ def files(tmp_path: Path) -> Path:
         }
         """)
     )
-    (tmp_path / "crash.hlo").write_text(CHECK_FAILURE)
+    (tmp_path / "crash.hlo").write_text(CRASHES_XLA)
     return tmp_path
 
 
@@ -127,8 +115,8 @@ def test_compare_with_given_inputs(files: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("broken.hlo", "broken.hlo: XLA parse failed: INVALID_ARGUMENT: Syntax error"),
-        ("gpu.hlo", "gpu.hlo: XLA compile failed: NOT_FOUND: No registered implementation for untyped custom call"),
+        ("broken.hlo", "broken.hlo:4:1: expected `)`, an integer or an operand name"),
+        ("gpu.hlo", "gpu.hlo: %c (custom-call) in %main calls __cublas$gemm, which only a GPU or TPU implements"),
         ("crash.hlo", "XLA compile failed: worker"),
         ("missing.hlo", "missing.hlo: no such file"),
     ],
@@ -141,11 +129,45 @@ def test_errors_exit_2_with_the_failing_stage(files: Path, name: str, expected: 
         assert "Traceback" not in err
 
 
-def test_crash_check_failure_is_reported_with_xla_reason() -> None:
+#: An optimised dump's shape: nested fusions and a bitcast, which abort XLA's CPU compiler as they are.
+OPTIMISED = """HloModule optimised
+inner_fusion {
+  p0 = f32[4] parameter(0)
+  update = f32[2] parameter(1)
+  c0 = s32[] constant(0)
+  ROOT dus = f32[4] dynamic-update-slice(p0, update, c0)
+}
+outer_fusion {
+  p0 = f32[4] parameter(0)
+  update = f32[2] parameter(1)
+  nested = f32[4] fusion(p0, update), kind=kLoop, calls=inner_fusion
+  ROOT bitcast = f32[2,2] bitcast(nested)
+}
+ENTRY test {
+  p0 = f32[4] parameter(0)
+  update = f32[2] parameter(1)
+  ROOT fusion = f32[2,2] fusion(p0, update), kind=kLoop, calls=outer_fusion
+}
+"""
+
+
+def test_an_optimised_dump_runs_as_the_calls_and_reshape_it_stands_for(tmp_path: Path) -> None:
+    path = tmp_path / "optimised.hlo"
+    path.write_text(OPTIMISED)
+    p0, update = np.arange(4, dtype=np.float32), np.array([10, 20], np.float32)
+    np.savez(tmp_path / "in.npz", p0, update)
+    code, _, err = invoke(exec_command, path, "--inputs", tmp_path / "in.npz", "-o", tmp_path / "out.npz")
+    assert code == 0, err
+    with np.load(tmp_path / "out.npz") as archive:
+        np.testing.assert_array_equal(archive["output0"], [[10, 20], [2, 3]])
+    assert path.read_text() == OPTIMISED
+
+
+def test_crash_is_reported_with_xla_reason() -> None:
     with pytest.raises(XlaCrash) as caught:
-        isolated_call(execute, CHECK_FAILURE)
+        isolated_call(execute, CRASHES_XLA)
     assert caught.value.stage == "compile"
-    assert "Check failed" in caught.value.message
+    assert "unhandled direction for conversion to Comparison" in caught.value.message
 
 
 def test_isolated_map_keeps_order_and_loses_only_the_crashing_call() -> None:
@@ -155,11 +177,11 @@ def test_isolated_map_keeps_order_and_loses_only_the_crashing_call() -> None:
           ROOT c = f32[] constant(1)
         }
         """)
-    results = canonical_in_subprocess([good, "HloModule broken", good, CHECK_FAILURE, good])
+    results = canonical_in_subprocess([good, "HloModule broken", good, CRASHES_XLA, good])
     assert isinstance(results[0], str) and results[0] == results[2] == results[4]
     assert isinstance(results[1], XlaError) and results[1].stage == "parse"
     assert isinstance(results[3], str)  # parsing is fine; only compiling it crashes
-    outcomes = isolated_map(execute, [(good,), (CHECK_FAILURE,), (good,)])
+    outcomes = isolated_map(execute, [(good,), (CRASHES_XLA,), (good,)])
     assert isinstance(outcomes[1], XlaCrash)
     assert [float(outcomes[0][0]), float(outcomes[2][0])] == [1.0, 1.0]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hlo_text import hlo
+
 from hloopt.ir.builder import Builder
 from hloopt.ir.module import InstructionList
 from hloopt.text.parser import parse
@@ -56,3 +58,44 @@ def test_edits_are_counted_and_print_order_is_xlas() -> None:
     order = [i.name for i in entry.print_order()]
     assert order.index("q") < order.index("n")  # control predecessors first
     assert [i.name for i in entry.post_order()][-1] == "r"
+
+
+CLONED = hlo("""
+    HloModule m, input_output_alias={ {}: (0, {}, may-alias) }
+
+    %cond (a: f32[]) -> pred[] {
+      %a = f32[] parameter(0)
+      %z = f32[] constant(0)
+      ROOT %lt = pred[] compare(%a, %z), direction=LT
+    }
+
+    %body (b: f32[]) -> f32[] {
+      %b = f32[] parameter(0)
+      ROOT %n = f32[] negate(%b)
+    }
+
+    %one (c: f32[]) -> f32[] {
+      ROOT %c = f32[] parameter(0)
+    }
+
+    ENTRY %e (x: f32[], i: s32[]) -> f32[] {
+      %x = f32[] parameter(0)
+      %i = s32[] parameter(1)
+      %w = f32[] while(%x), condition=%cond, body=%body
+      %s = f32[] sine(%x)
+      ROOT %k = f32[] conditional(%i, %w, %s), branch_computations={%one, %body}, control-predecessors={%s}
+    }
+""")
+
+
+def test_clone_copies_every_computation_edge_and_attribute() -> None:
+    module = parse(CLONED, "t")
+    copy = module.clone()
+    assert copy.to_text() == module.to_text()
+    originals = set(module.instructions()) | set(module.computations)
+    for instruction in copy.instructions():
+        assert instruction not in originals
+        assert instruction.parent in copy.computations
+        assert not set(instruction.operands) & originals
+        assert not set(instruction.called_computations()) & originals
+        assert not set(instruction.control_predecessors()) & originals

@@ -8,7 +8,9 @@ import pytest
 from hlo_text import hlo
 
 from hloopt import parse
+from hloopt.errors import HloParseError
 from hloopt.ir.shape import ArrayShape
+from hloopt.passes.cpu_runnable import NotCpuRunnable
 from hloopt.xla.bridge import XlaError, canonical
 from hloopt.xla.execution import ExecutionError, convert_exact, execute, random_inputs, run
 
@@ -203,8 +205,8 @@ def test_convert_exact_accepts_exact_values_and_refuses_rounding() -> None:
     np.testing.assert_array_equal(convert_exact(raw, bf16_leaf, "input 0").astype(np.float32), [1, 2, 3])
 
 
-def test_invalid_module_fails_at_parse() -> None:
-    with pytest.raises(XlaError) as caught:
+def test_invalid_module_fails_at_parse_with_its_location() -> None:
+    with pytest.raises(HloParseError) as caught:
         execute(
             hlo("""
                 HloModule broken
@@ -214,8 +216,7 @@ def test_invalid_module_fails_at_parse() -> None:
             """),
             [],
         )
-    assert caught.value.stage == "parse" and "expects ')'" in caught.value.message
-    assert str(caught.value).startswith("module: XLA parse failed: ")
+    assert str(caught.value).startswith("module:4:1: expected `)`")
 
 
 def test_shape_error_fails_at_convert() -> None:
@@ -232,11 +233,18 @@ def test_shape_error_fails_at_convert() -> None:
     assert caught.value.stage == "convert" and "same shape" in caught.value.message  # …its verifier does
 
 
-def test_gpu_only_custom_call_fails_at_compile() -> None:
-    with pytest.raises(XlaError) as caught:
+def test_gpu_only_custom_call_is_named_before_compiling() -> None:
+    with pytest.raises(
+        NotCpuRunnable, match=r"module: %gemm \(custom-call\) in %main calls __cublas\$gemm, which only"
+    ):
         execute(GPU_ONLY, [np.zeros((2, 2), np.float32)])
+
+
+def test_unknown_custom_call_fails_at_compile() -> None:
+    with pytest.raises(XlaError) as caught:
+        execute(GPU_ONLY.replace("__cublas$gemm", "my_kernel"), [np.zeros((2, 2), np.float32)])
     assert caught.value.stage == "compile"
-    assert "No registered implementation for untyped custom call to __cublas$gemm for Host" in caught.value.message
+    assert "No registered implementation for untyped custom call to my_kernel for Host" in caught.value.message
 
 
 def test_wrong_inputs_are_named() -> None:

@@ -14,7 +14,7 @@ from hloopt.xla.execution import (
     CompareReport,
     Drift,
     ExecutionError,
-    NumericsWarning,
+    ExecutionWarning,
     compare,
     compare_outputs,
     compare_passes,
@@ -127,7 +127,7 @@ def test_unsupported_converts_are_warned_once() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         execute(FROM_F64, numerics="neuron")
-    assert [(w.category, str(w.message)) for w in caught] == [(NumericsWarning, note)]
+    assert [(w.category, str(w.message)) for w in caught] == [(ExecutionWarning, note)]
     assert compare(FROM_F64, FROM_F64).warnings == ()  # XLA numerics emulate nothing
 
 
