@@ -8,12 +8,14 @@ the ones `../shared/docs/jaxlib-formats-and-versions.md` checked on jaxlib 0.10 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 from hloopt.errors import HloError
+from hloopt.ir.element_types import BY_NAME
 from hloopt.support.fileio import decode_text, read_bytes
 from hloopt.support.formats import OUTPUT_EXTENSIONS, OUTPUT_FORMATS, Format, detect, first_field
 
@@ -135,15 +137,33 @@ def dump(text: str, fmt: Format) -> str | bytes:
 
 def losses(text: str, fmt: Format) -> list[str]:
     """What writing `text` in `fmt` does not keep, for a warning on stderr (empty: nothing)."""
+    if fmt is Format.HLO:
+        return []
+    lost: list[str] = [] if fmt is Format.PROTO else list(STABLEHLO_LOSSES)
     if fmt is Format.PROTO:
         header = text[: text.find("\n")] if "\n" in text else text
-        lost = [f"{name} (HloModuleProto has no field for it)" for name in PROTO_LOSSES if f"{name}=" in header]
+        lost += [f"{name} (HloModuleProto has no field for it)" for name in PROTO_LOSSES if f"{name}=" in header]
         if _UNSET_CHANNEL.search(text):
             lost.append("channel_id=0 (a proto reads 0 as no channel)")
-        return lost
-    if fmt is Format.STABLEHLO:
-        return list(STABLEHLO_LOSSES)
-    return []
+    elided = elided_constant_bytes(text)
+    if elided:
+        lost.append(
+            f"constants printed as {{...}} have no values: the file holds XLA's made-up ones ({elided:,} bytes)"
+        )
+    return lost
+
+
+def elided_constant_bytes(text: str) -> int:
+    """How many bytes of made-up values XLA's parser gives the ``constant({...})``s of `text`."""
+    total = 0
+    for element_type, dims in _ELIDED_CONSTANT.findall(text):
+        info = BY_NAME.get(element_type)
+        total += math.prod(int(d) for d in dims.split(",") if d) * (info.bits if info else 0) // 8
+    return total
+
+
+#: An array constant printed without its values: its element type and dimensions.
+_ELIDED_CONSTANT = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\][^ ]*\s+constant\(\{\.\.\.\}\)")
 
 
 #: A proto stores "no channel" as channel_id 0, so an explicit channel_id=0 does not come back.

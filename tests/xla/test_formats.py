@@ -57,6 +57,23 @@ def test_proto_round_trip_keeps_metadata_and_names(tmp_path: Path) -> None:
     assert formats.losses(MODULE, Format.PROTO) == ["replica_count (HloModuleProto has no field for it)"]
 
 
+def test_elided_constants_are_a_named_loss_in_both_formats() -> None:
+    text = hlo("""
+        HloModule elided
+        ENTRY main {
+          a = f32[1000,3]{1,0} constant({...})
+          b = bf16[4]{0} constant({...})
+          ROOT t = (f32[1000,3]{1,0}, bf16[4]{0}) tuple(a, b)
+        }
+    """)
+    assert formats.elided_constant_bytes(text) == 12_008
+    loss = "constants printed as {...} have no values: the file holds XLA's made-up ones (12,008 bytes)"
+    assert formats.losses(text, Format.PROTO) == [loss]
+    assert formats.losses(text, Format.STABLEHLO)[-1] == loss
+    assert formats.losses(text, Format.HLO) == []
+    assert formats.elided_constant_bytes(MODULE) == 0
+
+
 def test_the_dump_wrapper_is_unwrapped(tmp_path: Path) -> None:
     data = formats.dump(MODULE, Format.PROTO)
     assert isinstance(data, bytes)
@@ -132,12 +149,20 @@ XLA_PRINT_LOSSES = {
 }
 
 
+#: Modules whose elided constants XLA would fill with more made-up bytes than this are left out.
+MADE_UP_LIMIT = 64 << 20
+
+
 @pytest.mark.corpus
 def test_every_corpus_module_round_trips_through_proto(corpus_dir: Path) -> None:
     """Every fourth module by default (about five XLA calls each); HLOOPT_CORPUS_FULL=1 runs all 8,058."""
     paths = sorted((corpus_dir / "xla").glob("*.hlo"))
     assert len(paths) == 8058
     chosen = paths if os.environ.get("HLOOPT_CORPUS_FULL") == "1" else paths[::4]
+    # XLA makes up 805 MB of values for each of the 7 host-offload modules' `{...}` constants; a proto
+    # holds them, and the route keeps several copies alive at once (CI's machine ran out of memory).
+    huge = [p for p in chosen if formats.elided_constant_bytes(p.read_text()) > MADE_UP_LIMIT]
+    chosen = [p for p in chosen if p not in huge]
     results = isolated_map(formats.through_proto, [(p.read_text(), p.name) for p in chosen], timeout=600)
     xla_alone = [r for r in results if isinstance(r, str) and r.startswith("XLA: ")]
     # A module whose route crashes XLA counts apart when XLA alone crashes on it as well.
@@ -148,4 +173,7 @@ def test_every_corpus_module_round_trips_through_proto(corpus_dir: Path) -> None
         str(r) for r in results if r is not None and r not in xla_alone and str(r).split(":")[0] not in XLA_PRINT_LOSSES
     ]
     assert not failures, f"{len(failures)} of {len(chosen)}:\n" + "\n".join(failures[:20])
-    print(f"\n{len(chosen)} modules through .pb: {len(xla_alone)} that XLA alone cannot send through its proto")
+    print(
+        f"\n{len(chosen)} modules through .pb: {len(xla_alone)} that XLA alone cannot send through its proto;"
+        f" {len(huge)} left out, XLA would make up over {MADE_UP_LIMIT >> 20} MiB of constants for each"
+    )
