@@ -37,11 +37,16 @@ class VerificationError(HloError):
 
     def __init__(self, problems: list[str], culprit: str | None = None, before_passes: bool = False) -> None:
         self.problems = problems
+        self._args = (problems, culprit, before_passes)
         head = f"after pass {culprit}: " if culprit else ""
         if before_passes:
             head = "the input, before any pass: "
         shown = problems[:10] + ([f"… and {len(problems) - 10} more"] if len(problems) > 10 else [])
         super().__init__(head + "invalid module:\n  " + "\n  ".join(shown))
+
+    def __reduce__(self) -> tuple[type[VerificationError], tuple[list[str], str | None, bool]]:
+        """Rebuilt from its arguments, so it crosses from a worker process as itself."""
+        return VerificationError, self._args
 
 
 def same_shape(a: Shape | None, b: Shape | None) -> bool:

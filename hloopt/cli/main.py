@@ -1,4 +1,4 @@
-"""The ``hloopt`` command line: ``run``, ``passes``, ``exec``, ``compare``, ``cast``.
+"""The ``hloopt`` command line: ``run``, ``passes``, ``exec``, ``compare``, ``cast``, ``report``.
 
 Subcommands that need numpy or XLA are imported only when invoked, so
 ``hloopt run`` starts without them.
@@ -9,10 +9,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import wraps
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
@@ -21,9 +20,14 @@ from hloopt import __version__
 from hloopt.errors import HloError
 
 if TYPE_CHECKING:
+    from hloopt.driver.batch import Shard
     from hloopt.driver.flow import RunOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def echo_error(err: HloError) -> None:
+    click.echo(f"hloopt: error: {err}", err=True)
 
 
 def reports_errors(command: F) -> F:
@@ -34,10 +38,37 @@ def reports_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except HloError as err:
-            click.echo(f"hloopt: error: {err}", err=True)
+            echo_error(err)
             sys.exit(2)
 
     return cast(F, wrapper)
+
+
+def exit_on_errors(errors: Sequence[Exception]) -> None:
+    """Several modules' errors (a split file's chunks): each once, then exit 2; a bug is raised as itself."""
+    unique = list(dict.fromkeys(errors))  # a file's chunks share the error of its write
+    for err in unique:
+        if not isinstance(err, HloError):
+            raise err
+        echo_error(err)
+    if unique:
+        sys.exit(2)
+
+
+class ShardType(click.ParamType):
+    """``K/N``, checked by `hloopt.driver.batch.Shard.parse` (loaded only when the option is given)."""
+
+    name = "K/N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Shard:
+        from hloopt.driver.batch import Shard
+
+        if isinstance(value, Shard):
+            return value
+        try:
+            return Shard.parse(str(value))
+        except HloError as err:
+            self.fail(str(err), param, ctx)
 
 
 class LazyGroup(click.Group):
@@ -89,6 +120,7 @@ class LazyGroup(click.Group):
             "2 on an error.",
         ),
         "cast": ("hloopt.cli.cast:cast_command", "Convert the elements of IN from one dtype to another and write OUT."),
+        "report": ("hloopt.cli.report:report_group", "Work with the JSON reports of 'hloopt run --report'."),
     },
 )
 @click.version_option(__version__, prog_name="hloopt")
@@ -97,7 +129,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("input_path", metavar="INPUT")
+@click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
 @click.option("-o", "--output", "output", metavar="OUTPUT", help="Write here (atomically) instead of stdout.")
 @click.option("--passes", metavar="LIST", help="Passes to run: 'all' or a comma-separated list (see 'hloopt passes').")
 @click.option(
@@ -109,6 +141,12 @@ def main() -> None:
     "--diff", "show_diff", is_flag=True, help="Print a unified diff of INPUT against the result instead of the result."
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the passes would change the module (0 if not).")
+@click.option(
+    "--split-input-file",
+    is_flag=True,
+    help="Each '// -----' chunk of a text INPUT is a module of its own (errors name the file's lines); "
+    "the output rejoins them with '// -----' lines, and is written only when every chunk succeeded.",
+)
 @click.option(
     "--numerics",
     type=click.Choice(["xla", "neuron"]),
@@ -154,33 +192,49 @@ def main() -> None:
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
-    help="Directory INPUT: modules processed in parallel processes [default: the CPU count].",
+    help="Batch: modules processed in parallel processes [default: the CPU count].",
 )
 @click.option(
     "--report",
     "report_path",
     metavar="FILE",
-    help="Directory INPUT: write a JSON report (per module: passes, rewrite counts, time, errors).",
+    help="Batch: write a JSON report (per module: passes, rewrite counts, time, errors).",
+)
+@click.option(
+    "--shard",
+    type=ShardType(),
+    default=None,
+    help="Batch: process only shard K of N (K from 1 to N), chosen by a hash of each module's path below "
+    "its directory; 'hloopt report merge' joins the shards' --report files.",
 )
 @reports_errors
 # Each option arrives under its RunOptions field name (tests/cli keeps the two lists equal).
-def run(input_path: str, **given: Any) -> None:
-    """Read INPUT (a file, - for stdin, or a directory of modules), run --passes on it, and print it in XLA's canonical style.
+def run(inputs: tuple[str, ...], **given: Any) -> None:
+    """Read each INPUT (a file, - for stdin, or a directory of modules), run --passes, and print in XLA's canonical style.
 
-    A directory INPUT is processed module by module into -o OUTDIR (the tree
-    mirrored), or --in-place, or only checked (--check) or diffed (--diff).
+    One file INPUT goes to stdout or -o. A directory INPUT, or several INPUTs,
+    is a batch, processed module by module: into -o OUTDIR (one directory, its
+    tree mirrored), or --in-place, or only checked (--check) or diffed (--diff),
+    with one summary and one exit code.
     """
     from hloopt.driver.flow import RunOptions
 
     options = RunOptions(**given)
-    if options.in_place and (input_path == "-" or options.output is not None):
+    if "-" in inputs and len(inputs) > 1:
+        raise click.UsageError("- (stdin) must be the only INPUT")
+    if options.in_place and ("-" in inputs or options.output is not None):
         raise click.UsageError("--in-place writes over INPUT: it needs a file or directory INPUT and no -o")
     if options.per_pass and not options.verify_numerics:
         raise click.UsageError("--per-pass compares the module after each pass: it needs --verify-numerics")
-    if input_path != "-" and os.path.isdir(input_path):
-        _run_directory(input_path, options)
+    if options.split_input_file and options.output_format not in (None, "hlo"):
+        raise click.UsageError(
+            f"--split-input-file writes its chunks back as HLO text; --output-format {options.output_format} "
+            "holds one module"
+        )
+    if len(inputs) == 1 and (inputs[0] == "-" or not os.path.isdir(inputs[0])):
+        _run_file(inputs[0], options)
     else:
-        _run_file(input_path, options)
+        _run_batch(inputs, options)
 
 
 def _echo_module(text: str, output_format: str | None) -> None:
@@ -201,83 +255,99 @@ def _echo_module(text: str, output_format: str | None) -> None:
 
 def _run_file(input_path: str, options: RunOptions) -> None:
     """``hloopt run FILE``: the module's text (or diff) on stdout or to -o, what the passes did on stderr."""
-    from hloopt.driver.flow import Job, compare_numerics, process_module
+    from hloopt.driver.flow import Job, compare_numerics, process_file
 
-    batch_only = (("--glob", options.globs), ("--jobs", options.jobs), ("--report", options.report_path))
+    batch_only = (
+        ("--glob", options.globs),
+        ("--jobs", options.jobs),
+        ("--report", options.report_path),
+        ("--shard", options.shard),
+    )
     given = [flag for flag, value in batch_only if value]
     if given:
-        raise click.UsageError(f"{', '.join(given)} only apply to a directory INPUT")
+        raise click.UsageError(f"{', '.join(given)} only apply to a directory INPUT or several INPUTs")
     if options.output == "-":
         options = replace(options, output=None)
-    elif options.output is not None and input_path != "-" and _same_file(input_path, options.output):
+    elif options.output is not None and input_path != "-" and same_file(input_path, options.output):
         raise HloError(f"{options.output}: is the input file; use --in-place to overwrite it")
-    job = Job(input_path)
-    result = process_module(job, options)
-    if result.passes:  # the pipeline ran to its end
+    file = process_file(Job(input_path), options)
+    modules = file.modules
+    if any(module.passes for module in modules):  # the pipeline ran to its end
         _echo_order_note(options.passes)
-        for entry in result.passes:
+    for module in modules:
+        where = "" if module.chunk is None else f"{module.label}: "
+        for entry in module.passes:
             for warning in entry.warnings:
-                click.echo(f"hloopt: warning: {entry.name}: {warning}", err=True)
-            click.echo(f"hloopt: {entry.name}: {entry.rewritten} instruction(s) rewritten", err=True)
-    for loss in result.losses:
-        click.echo(f"hloopt: warning: {result.output}: this format does not keep {loss}", err=True)
-    if result.exception is not None:
-        raise result.exception
+                click.echo(f"hloopt: warning: {where}{entry.name}: {warning}", err=True)
+            click.echo(f"hloopt: {where}{entry.name}: {entry.rewritten} instruction(s) rewritten", err=True)
+    for loss in modules[0].losses:
+        click.echo(f"hloopt: warning: {modules[0].output}: this format does not keep {loss}", err=True)
+    exit_on_errors([module.exception for module in modules if module.exception is not None])
     if options.show_diff:  # with --check too, as for a directory
-        click.echo(result.diff, nl=False)
+        click.echo(file.diff, nl=False)
     if options.check:
-        if result.status == "changed":
-            click.echo(f"hloopt: {job.name} would change", err=True)
-        sys.exit(1 if result.status == "changed" else 0)
-    assert result.texts is not None  # a lone module's result keeps them
+        for module in modules:
+            if module.status == "changed":
+                click.echo(f"hloopt: {module.label} would change", err=True)
+        sys.exit(1 if any(module.status == "changed" for module in modules) else 0)
     if not options.show_diff and options.output is None and not options.in_place:
-        _echo_module(result.texts[1], options.output_format)
+        _echo_module(file.text, options.output_format)
     if options.verify_numerics:
-        (comparison,) = compare_numerics([result], options)
-        if isinstance(comparison, HloError):
-            raise comparison
-        for warning in comparison.warnings:
-            click.echo(f"hloopt: warning: {warning}", err=True)
-        click.echo(comparison.render(), err=True)
-        if options.per_pass:
-            click.echo(comparison.render_per_pass(), err=True)
-        if not comparison.ok:
+        errors: list[Exception] = []
+        over = False
+        for module, comparison in zip(modules, compare_numerics(modules, options)):
+            if isinstance(comparison, HloError):
+                errors.append(comparison)
+                continue
+            if module.chunk is not None:
+                click.echo(f"hloopt: {module.label}:", err=True)
+            for warning in comparison.warnings:
+                click.echo(f"hloopt: warning: {warning}", err=True)
+            click.echo(comparison.render(), err=True)
+            if options.per_pass:
+                click.echo(comparison.render_per_pass(), err=True)
+            over = over or not comparison.ok
+        exit_on_errors(errors)
+        if over:
             sys.exit(1)
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file."""
     try:
         return os.path.samefile(a, b)
     except OSError:  # either is missing or unreadable: not the same file; reading reports it
         return False
 
 
-def _run_directory(input_dir: str, options: RunOptions) -> None:
-    """``hloopt run DIR``: a progress bar on a terminal, each diff and warning, the summary, the exit code."""
-    from hloopt.driver import batch
+def _run_batch(inputs: Sequence[str], options: RunOptions) -> None:
+    """``hloopt run DIR`` or ``run INPUT...``: a progress bar on a terminal, each diff and warning, the
+    summary, the exit code."""
+    from hloopt.driver import batch, report
     from hloopt.support.fileio import write_atomic
 
-    options = batch.check_options(input_dir, options)
+    options = batch.check_options(inputs, options)
     if options.passes is not None:
         _echo_order_note(options.passes)  # and an unknown pass is one error now, not one per module
-    root = Path(input_dir)
-    jobs = batch.plan(root, options)
+    jobs = batch.plan(inputs, options)
     if sys.stderr.isatty():
         with click.progressbar(length=len(jobs), file=sys.stderr, label="hloopt") as bar:
-            report = batch.run(root, jobs, options, advance=lambda _: bar.update(1))
+            done = batch.run(inputs, jobs, options, advance=lambda _: bar.update(1))
     else:  # click's bar would still print its label to a pipe or a CI log
-        report = batch.run(root, jobs, options)
-    for result in report.modules:
-        if result.diff:
-            click.echo(result.diff, nl=False)
-        numerics_warnings = result.numerics.get("warnings", []) if result.numerics is not None else []
-        for warning in [*result.warnings, *numerics_warnings]:
-            click.echo(f"hloopt: warning: {result.path}: {warning}", err=True)
-    for line in batch.summary_lines(report):
+        done = batch.run(inputs, jobs, options)
+    for file in done.files:
+        if file.diff:
+            click.echo(file.diff, nl=False)
+        for module in file.modules:
+            numerics_warnings = module.numerics.get("warnings", []) if module.numerics is not None else []
+            for warning in [*module.warnings, *numerics_warnings]:
+                click.echo(f"hloopt: warning: {module.label}: {warning}", err=True)
+    data = done.to_dict()
+    for line in report.summary_lines(data):
         click.echo(line, err=True)
     if options.report_path is not None:
-        write_atomic(options.report_path, report.to_json())
-    sys.exit(0 if report.ok else 1)
+        write_atomic(options.report_path, report.to_json(data))
+    sys.exit(0 if report.report_ok(data) else 1)
 
 
 def _echo_order_note(passes: str | None) -> None:

@@ -1,22 +1,24 @@
-"""``hloopt run DIR``: every module under a directory, in parallel, with a report.
+"""``hloopt run DIR`` (or several INPUTs): every module under them, in parallel, with a report.
 
 A module is the unit of failure: one that cannot be read, parsed, rewritten or
-written is recorded with its error and the batch goes on. Each module's output
+written is recorded with its error and the batch goes on. Each file's output
 is written atomically by the process that made it, so a failure never leaves a
 partial file. A worker process that dies (a crash, the OOM killer) costs only
-the modules it held: they are retried one per fresh process, so the one that
+the files it held: they are retried one per fresh process, so the one that
 kills its process is the one reported.
 
-Each module goes through `hloopt.driver.flow.process_module`, exactly as a lone
-file does; this module only finds the modules, spreads them over processes and
-tallies the results. Nothing here prints or exits: the CLI does.
+Each file goes through `hloopt.driver.flow.process_file`, exactly as a lone
+file does; this module only finds the files, picks this run's shard of them,
+spreads them over processes and tallies the results. Nothing here prints or
+exits: the CLI does.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import multiprocessing
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,49 +26,67 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-from hloopt.driver.flow import Job, ModuleResult, RunOptions, compare_numerics, process_module
+from hloopt.driver import report as reports
+from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, compare_numerics, process_file
 from hloopt.errors import HloError
 from hloopt.support.fileio import check_output, discard_partial_writes, make_directories
 
 DEFAULT_GLOBS = ("*.hlo", "*.txt", "*.pb", "*.mlir", "*.mlirbc")
 
 
+@dataclass(frozen=True)
+class Shard:
+    """``--shard K/N``: this run processes shard `index` (1 to `count`) of the batch's modules.
+
+    A module's shard is a hash (sha256) of its path below its directory INPUT, so it does not
+    depend on where the tree is checked out, on the other files or on the Python process, and
+    adding a file moves no other one.
+    """
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``K/N`` with 1 <= K <= N; an HloError saying what is expected otherwise."""
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if match is None:
+            raise HloError(f"expected K/N, shard K of N shards (like 1/4), found {text!r}")
+        index, count = int(match.group(1)), int(match.group(2))
+        if count < 1:
+            raise HloError(f"{text}: N, the number of shards, must be at least 1")
+        if not 1 <= index <= count:
+            raise HloError(f"{text}: K counts from 1, so shards run from 1/{count} to {count}/{count}")
+        return cls(index, count)
+
+    def holds(self, job: Job) -> bool:
+        return shard_of(job.key, self.count) == self.index
+
+
+def shard_of(key: PurePosixPath, count: int) -> int:
+    """The shard (1 to `count`) of the module at `key`: sha256 of its POSIX path, never Python's `hash`."""
+    digest = hashlib.sha256(key.as_posix().encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
 @dataclass
 class BatchReport:
-    """Every module's result, in path order, plus the tallies the summary prints."""
+    """Every file's result, in the order the files were found, and the time the batch took."""
 
-    root: str
+    inputs: list[str]
     options: RunOptions
-    modules: list[ModuleResult]
+    files: list[FileResult]
     seconds: float = 0.0
 
-    def count(self, status: str) -> int:
-        return sum(1 for m in self.modules if m.status == status)
-
     @property
-    def failures(self) -> list[ModuleResult]:
-        return [m for m in self.modules if m.status == "failed"]
+    def modules(self) -> list[ModuleResult]:
+        """Every module, a split file's chunks in file order."""
+        return [module for file in self.files for module in file.modules]
 
-    @property
-    def numerics_failures(self) -> list[ModuleResult]:
-        return [m for m in self.modules if m.numerics is not None and not m.numerics.get("ok")]
-
-    @property
-    def ok(self) -> bool:
-        """No module failed or is over tolerance, and with --check none would change."""
-        would_change = self.options.check and self.count("changed") > 0
-        return not (self.failures or self.numerics_failures or would_change)
-
-    def summary(self) -> dict[str, int]:
-        return {
-            "processed": len(self.modules),
-            "changed": self.count("changed"),
-            "unchanged": self.count("unchanged"),
-            "failed": self.count("failed"),
-        }
-
-    def to_json(self) -> str:
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--report`` JSON (`hloopt.driver.report` reads, summarises and merges it)."""
         o = self.options
         options = {
             "passes": o.passes,
@@ -77,20 +97,22 @@ class BatchReport:
             "in_place": o.in_place,
             "output_dir": _as_path(o.output),
             "dump_dir": _as_path(o.dump_dir),
+            "output_format": o.output_format,
+            "split_input_file": o.split_input_file,
+            "globs": list(o.globs or DEFAULT_GLOBS),
+            "verify_numerics": o.verify_numerics,
+            "rtol": o.rtol,
+            "atol": o.atol,
         }
-        return (
-            json.dumps(
-                {
-                    "input": self.root,
-                    "options": options,
-                    "summary": self.summary(),
-                    "seconds": round(self.seconds, 3),
-                    "modules": [m.to_dict() for m in self.modules],
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+        modules = [m.to_dict() for m in self.modules]
+        return {
+            "input": self.inputs[0] if len(self.inputs) == 1 else self.inputs,
+            "options": options,
+            "shard": None if o.shard is None else {"index": o.shard.index, "count": o.shard.count},
+            "summary": reports.summarise(modules),
+            "seconds": round(self.seconds, 3),
+            "modules": modules,
+        }
 
 
 def _as_path(spelled: str | None) -> str | None:
@@ -98,17 +120,28 @@ def _as_path(spelled: str | None) -> str | None:
     return None if spelled is None else str(Path(spelled))
 
 
-def check_options(input_dir: str, options: RunOptions) -> RunOptions:
-    """A directory INPUT needs somewhere for its modules to go; returns the options the batch runs with.
+def check_options(inputs: Sequence[str], options: RunOptions) -> RunOptions:
+    """A batch (a directory INPUT or several INPUTs) needs somewhere for its modules to go; returns
+    the options it runs with.
 
-    With --check nothing is written, so an -o OUTDIR is ignored (and recorded as such in the report).
+    -o and --dump-dir mirror one tree, so they take a single INPUT. With --check nothing is
+    written, so an -o OUTDIR is ignored (and recorded as such in the report).
     """
-    if options.output is None and not (options.in_place or options.check or options.show_diff):
+    if len(inputs) > 1:
+        given = [flag for flag, value in (("-o", options.output), ("--dump-dir", options.dump_dir)) if value]
+        if given:
+            verb = "take" if len(given) > 1 else "takes"
+            raise HloError(
+                f"{' and '.join(given)} {verb} a single INPUT; with several, give --in-place, --check or --diff"
+            )
+        if not (options.in_place or options.check or options.show_diff):
+            raise HloError("several INPUTs: to process them give --in-place, --check or --diff (-o takes one INPUT)")
+    elif options.output is None and not (options.in_place or options.check or options.show_diff):
         raise HloError(
-            f"{input_dir}: is a directory; to process every module in it give -o OUTDIR, --in-place, --check or --diff"
+            f"{inputs[0]}: is a directory; to process every module in it give -o OUTDIR, --in-place, --check or --diff"
         )
     if options.output == "-":
-        raise HloError(f"{input_dir}: is a directory; its modules cannot be written to stdout, give -o OUTDIR")
+        raise HloError(f"{inputs[0]}: is a directory; its modules cannot be written to stdout, give -o OUTDIR")
     # Checked before any module is processed, so a bad path costs nothing and leaves nothing written.
     if options.report_path is not None:
         check_output(options.report_path)
@@ -119,16 +152,31 @@ def check_options(input_dir: str, options: RunOptions) -> RunOptions:
     return options
 
 
-def plan(root: Path, options: RunOptions) -> list[Job]:
-    """The modules under `root` (an error when there are none), with the output directory made ready."""
+def plan(inputs: Sequence[str], options: RunOptions) -> list[Job]:
+    """The modules of the INPUTs, then this run's --shard of them; the output directory is made ready.
+
+    A directory's modules are the files its globs find (an error when there are none), a file
+    INPUT is a module whatever its name, and a file named twice is processed once, as first named.
+    """
     globs = options.globs or DEFAULT_GLOBS
     out = Path(options.output) if options.output is not None else None
-    found = discover(root, globs, exclude=out)
-    if not found:
-        raise HloError(f"{root}: no files matching {', '.join(globs)}")
-    if out is not None:
-        _prepare_output_dir(root, out)
-    return found
+    jobs: dict[str, Job] = {}
+    for spelled in inputs:
+        path = Path(spelled)
+        if path.is_dir():
+            found = discover(path, globs, exclude=out)
+            if not found:
+                raise HloError(f"{path}: no files matching {', '.join(globs)}")
+            if out is not None:
+                _prepare_output_dir(path, out)
+        elif path.exists():
+            found = [Job(spelled)]
+        else:
+            raise HloError(f"{spelled}: no such file or directory")
+        for job in found:
+            jobs.setdefault(os.path.realpath(job.path), job)
+    shard = options.shard
+    return [job for job in jobs.values() if shard is None or shard.holds(job)]
 
 
 def discover(root: Path, globs: Sequence[str] = DEFAULT_GLOBS, exclude: Path | None = None) -> list[Job]:
@@ -168,34 +216,38 @@ def _prepare_output_dir(root: Path, out: Path) -> None:
 
 
 def run(
-    root: Path, jobs: Sequence[Job], options: RunOptions, advance: Callable[[ModuleResult], None] = lambda result: None
+    inputs: Sequence[str],
+    jobs: Sequence[Job],
+    options: RunOptions,
+    advance: Callable[[FileResult], None] = lambda result: None,
 ) -> BatchReport:
-    """Process `jobs` (from `plan`), then --verify-numerics; `advance` is called as each module finishes."""
+    """Process `jobs` (from `plan`), then --verify-numerics; `advance` is called as each file finishes."""
     workers = options.jobs or os.cpu_count() or 1
     start = time.perf_counter()
-    results = run_batch(jobs, options, workers, advance)
+    report = BatchReport(list(inputs), options, run_batch(jobs, options, workers, advance))
     if options.verify_numerics:
-        todo = [m for m in results if m.texts is not None]
+        todo = [m for m in report.modules if m.texts is not None]
         for module, outcome in zip(todo, compare_numerics(todo, options, workers)):
             module.numerics = (
                 {"ok": False, "error": str(outcome)} if isinstance(outcome, HloError) else outcome.to_dict()
             )
             module.texts = None
             module.stages = []
-    return BatchReport(str(root), options, results, time.perf_counter() - start)
+    report.seconds = time.perf_counter() - start
+    return report
 
 
 def run_batch(
     jobs: Sequence[Job],
     options: RunOptions,
     workers: int,
-    advance: Callable[[ModuleResult], None] = lambda result: None,
-) -> list[ModuleResult]:
+    advance: Callable[[FileResult], None] = lambda result: None,
+) -> list[FileResult]:
     """Process `jobs` in `workers` processes (in this one when 1); results in `jobs` order."""
-    results: dict[Job, ModuleResult] = {}
+    results: dict[Job, FileResult] = {}
     suspects: list[Job] = []
     if workers <= 1 or len(jobs) <= 1:
-        outcomes: Iterator[tuple[Job, ModuleResult | None]] = ((job, _work(job, options)) for job in jobs)
+        outcomes: Iterator[tuple[Job, FileResult | None]] = ((job, _work(job, options)) for job in jobs)
     else:
         outcomes = _in_pool(jobs, options, workers)
     for job, result in outcomes:
@@ -204,33 +256,31 @@ def run_batch(
             continue
         results[job] = result
         advance(result)
-    for job in suspects:  # each alone in a fresh process: only the module that kills it is lost
+    for job in suspects:  # each alone in a fresh process: only the file that kills it is lost
         ((_, result),) = _in_pool([job], options, 1)
         results[job] = result if result is not None else _died(job)
         advance(results[job])
     return [results[job] for job in jobs]
 
 
-def _work(job: Job, options: RunOptions) -> ModuleResult:
-    """One batch member: `process_module` (looked up at call time), trimmed to what the parent needs.
+def _work(job: Job, options: RunOptions) -> FileResult:
+    """One batch member: `process_file` (looked up at call time), trimmed to what the parent needs.
 
-    The exception goes (the error record says it all, and it may not pickle); the
-    texts (and --per-pass stages) stay only for a changed module that --verify-numerics will compare.
+    The exceptions go (the error records say it all, and they may not pickle); the texts
+    (and --per-pass stages) stay only for a changed module that --verify-numerics will compare.
     """
-    result = process_module(job, options)
-    result.exception = None
-    if not (options.verify_numerics and result.status == "changed"):
-        result.texts = None
-        result.stages = []
+    result = process_file(job, options)
+    for module in result.modules:
+        module.exception = None
+        if not (options.verify_numerics and module.status == "changed"):
+            module.texts = None
+            module.stages = []
     return result
 
 
-def _died(job: Job) -> ModuleResult:
-    return ModuleResult(
-        job.name,
-        "failed",
-        error={"message": f"{job.path}: the worker process died while processing this module (crash or out of memory)"},
-    )
+def _died(job: Job) -> FileResult:
+    message = f"{job.path}: the worker process died while processing this file (crash or out of memory)"
+    return FileResult(job.name, [ModuleResult(job.name, "failed", error={"message": message})])
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
@@ -249,11 +299,11 @@ def _terminated(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
-def _in_pool(jobs: Sequence[Job], options: RunOptions, workers: int) -> Iterator[tuple[Job, ModuleResult | None]]:
-    """(job, result) as modules finish; result None when the pool broke while the job was in it."""
+def _in_pool(jobs: Sequence[Job], options: RunOptions, workers: int) -> Iterator[tuple[Job, FileResult | None]]:
+    """(job, result) as files finish; result None when the pool broke while the job was in it."""
     queue = list(reversed(jobs))
     with _pool(workers) as pool:
-        running: dict[Future[ModuleResult], Job] = {}
+        running: dict[Future[FileResult], Job] = {}
         while queue or running:
             while queue and len(running) < 2 * workers:
                 job = queue.pop()
@@ -274,19 +324,3 @@ def _in_pool(jobs: Sequence[Job], options: RunOptions, workers: int) -> Iterator
                     future.cancel()
                     yield job, None
                 return
-
-
-def summary_lines(report: BatchReport) -> list[str]:
-    """The tally, then each failure's located message (indented like the single-file error)."""
-    counts = report.summary()
-    changed = "would change" if report.options.check else "changed"
-    lines = [
-        f"hloopt: {counts['processed']} processed, {counts['changed']} {changed}, "
-        f"{counts['unchanged']} unchanged, {counts['failed']} failed ({report.seconds:.1f}s)"
-    ]
-    lines += [f"hloopt: error: {m.error['message']}" for m in report.failures if m.error is not None]
-    for module in report.numerics_failures:
-        assert module.numerics is not None
-        why = module.numerics.get("error") or "outputs differ beyond tolerance (see --report)"
-        lines.append(f"hloopt: numerics: {module.path}: {why}")
-    return lines

@@ -1,14 +1,17 @@
-"""One module's flow, the same for ``hloopt run FILE`` and for every module of ``hloopt run DIR``.
+"""One file's flow, the same for ``hloopt run FILE`` and for every file of ``hloopt run DIR``.
 
 read → parse → passes (verified after each change) → print → diff → write, then
-optionally the numerics check. `process_module` returns what happened and never
-prints or exits: the CLI decides what to echo, a batch worker sends the result
-home, and a batch of any shape (processes today, other executors later) reuses it.
+optionally the numerics check. A file is one module, or with ``--split-input-file``
+one module per ``// -----`` chunk (`hloopt.driver.chunks`), written back whole.
+`process_file` returns what happened and never prints or exits: the CLI decides
+what to echo, a batch worker sends the result home, and a batch of any shape
+(processes today, other executors later) reuses it.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -17,12 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from hloopt.driver import chunks
+from hloopt.driver.chunks import Place, in_chunk, label
 from hloopt.errors import HloError, HloParseError
 from hloopt.support.fileio import check_output, make_directories, write_atomic
 from hloopt.support.formats import Format
 from hloopt.xla import formats
 
 if TYPE_CHECKING:
+    from hloopt.driver.batch import Shard
     from hloopt.passes.pipeline import PassReport, PipelineReport
     from hloopt.xla.execution import CompareReport
 
@@ -51,10 +57,14 @@ class RunOptions:
     #: ``hlo``, ``pb`` or ``mlir``: what outputs are written as (None: by -o's extension; a batch
     #: member keeps its input's format).
     output_format: str | None = None
-    #: Directory INPUT only: which files are modules, how many processes, where the JSON report goes.
+    #: Each ``// -----`` chunk of a text file is a module of its own; the file is written back whole.
+    split_input_file: bool = False
+    #: A batch only (a directory or several INPUTs): which files are modules, how many processes,
+    #: where the JSON report goes, and which shard of the modules this run processes.
     globs: tuple[str, ...] = ()
     jobs: int | None = None
     report_path: str | None = None
+    shard: Shard | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,14 @@ class Job:
     def name(self) -> str:
         """The module as messages name it."""
         return "<stdin>" if self.path == "-" else self.path
+
+    @property
+    def key(self) -> PurePosixPath:
+        """What picks the module's shard: its path below its directory INPUT, or a file INPUT's path
+        from the current directory; so neither depends on where the checkout is."""
+        return (
+            self.relative if self.relative is not None else PurePosixPath(Path(os.path.relpath(self.path)).as_posix())
+        )
 
     def below(self, root: str | None) -> str | None:
         """A lone file's output (or dump) is `root` itself; a batch member's is its place in the mirrored tree."""
@@ -86,10 +104,13 @@ class ModuleResult:
     #: What each pass did, as the pipeline reported it (name, changed, rewritten, warnings).
     passes: list[PassReport] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    #: The file the module was written into (a chunk's is its whole file's).
     output: str | None = None
-    diff: str = ""
     numerics: dict[str, Any] | None = None
-    #: Source and printed text (never reported; a batch keeps them only for --verify-numerics).
+    #: Which chunk of its file the module is, with --split-input-file.
+    chunk: Place | None = None
+    #: Source (a chunk's at its place in the file) and printed text (never reported; a batch keeps
+    #: them only for --verify-numerics).
     texts: tuple[str, str] | None = None
     #: (pass name, module text after it) for each pass that changed the module; kept only for --per-pass.
     stages: list[tuple[str, str]] = field(default_factory=list)
@@ -99,6 +120,10 @@ class ModuleResult:
     exception: Exception | None = field(default=None, repr=False, compare=False)
 
     @property
+    def label(self) -> str:
+        return label(self.path, self.chunk)
+
+    @property
     def warnings(self) -> list[str]:
         return [f"{p.name}: {w}" for p in self.passes for w in p.warnings]
 
@@ -106,6 +131,7 @@ class ModuleResult:
         """The module's entry in ``--report``."""
         return {
             "path": self.path,
+            "chunk": None if self.chunk is None else {"index": self.chunk.index, "line": self.chunk.line},
             "status": self.status,
             "seconds": self.seconds,
             "passes": [{"name": p.name, "changed": p.changed, "rewritten": p.rewritten} for p in self.passes],
@@ -117,36 +143,100 @@ class ModuleResult:
         }
 
 
-def process_module(job: Job, options: RunOptions) -> ModuleResult:
-    """Read, parse, run the passes, print, diff and write one module; any error becomes a failed result."""
+@dataclass
+class FileResult:
+    """One input file: its module, or with --split-input-file one per chunk; it is diffed and written whole."""
+
+    path: str
+    modules: list[ModuleResult]
+    #: The unified diff of the file against its output, with --diff.
+    diff: str = ""
+
+    @property
+    def text(self) -> str:
+        """The file's output: its module printed, or its chunks' prints rejoined (while their texts are kept)."""
+        printed = [module.texts[1] for module in self.modules if module.texts is not None]
+        if len(printed) != len(self.modules):
+            raise ValueError(f"{self.path}: a module failed or its text was not kept")
+        return chunks.join(printed)
+
+
+def process_file(job: Job, options: RunOptions) -> FileResult:
+    """Read, parse, run the passes, print, diff and write one file; any error becomes a failed result.
+
+    With --split-input-file each chunk is a module with its own result (errors located in the file),
+    and the file is written only when every chunk succeeded, so a failure never leaves half an output.
+    """
     start = time.perf_counter()
-    result = ModuleResult(job.name)
+    file = FileResult(job.name, [ModuleResult(job.name)])
     try:
-        _process(job, options, result)
-    except Exception as err:  # one module's failure, whatever it is, is that module's result
-        result.status = "failed"
-        result.error = error_record(err, job.name)
-        result.exception = err
-    result.seconds = round(time.perf_counter() - start, 4)
-    return result
+        _process(job, options, file)
+    except Exception as err:  # the file as a whole failed (reading, splitting, writing): so did each of its modules
+        for module in file.modules:
+            _failed(module, err, job.name)
+    if len(file.modules) == 1:  # a file of one module: the file's time is the module's
+        file.modules[0].seconds = round(time.perf_counter() - start, 4)
+    return file
 
 
-def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
-    # Imported here: the parser (lark) and the passes load only when a module is processed, and tests can patch them.
-    from hloopt.passes.pipeline import run_pipeline
-    from hloopt.text.parser import parse
+def _failed(result: ModuleResult, err: Exception, name: str) -> None:
+    result.status = "failed"
+    result.error = error_record(err, name)
+    result.exception = err
 
+
+def _process(job: Job, options: RunOptions, file: FileResult) -> None:
     target = None if options.check else job.path if options.in_place else job.below(options.output)
     dump = job.below(options.dump_dir) if options.passes is not None else None
     # Every output is checked before anything is written: a path that cannot be written leaves nothing behind.
     # (--in-place rewrites INPUT only when its text changes: its directory is checked only then, by the write.)
     if target is not None and not options.in_place:
         check_output(target, create=job.relative is not None)
+        if options.split_input_file and (fmt := _output_format(job, options, Format.HLO, target)) is not Format.HLO:
+            raise HloError(f"{target}: --split-input-file writes its chunks back as HLO text, not as {fmt.value}")
     if dump is not None:
         check_output(dump, directory=True, create=True)
     loaded = formats.load(job.path)
-    source = loaded.text
-    module = parse(source, job.name)
+    if options.split_input_file:
+        pieces = chunks.split_loaded(loaded, job.name)
+        file.modules = [ModuleResult(job.name, chunk=piece.place) for piece in pieces]
+        for piece, module in zip(pieces, file.modules):
+            start = time.perf_counter()
+            chunk_dump = None if dump is None else str(Path(dump, f"chunk-{piece.place.index:02d}"))
+            try:
+                _process_module(piece.located, piece.text, job.name, options, module, chunk_dump)
+            except Exception as err:  # this chunk's failure; the others are still processed and reported
+                _failed(module, in_chunk(err, module.label, job.name) if isinstance(err, HloError) else err, job.name)
+            module.seconds = round(time.perf_counter() - start, 4)
+        if any(module.status == "failed" for module in file.modules):
+            return
+    else:
+        _process_module(loaded.text, loaded.text, job.name, options, file.modules[0], dump)
+    source, text = loaded.text, file.text
+    if options.show_diff and text != source:
+        # A lone file's diff names the file it writes; a batch's names each file "(after)".
+        after = target if target is not None and job.relative is None else f"{job.name} (after)"
+        file.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
+    if target is not None and not (options.in_place and text == source):
+        fmt = _output_format(job, options, loaded.format, target)
+        data = formats.dump(text, fmt)
+        losses = formats.losses(text, fmt)
+        if job.relative is not None:  # a batch mirrors the input tree; a lone file's directory must exist
+            make_directories(Path(target).parent)
+        write_atomic(target, data)
+        for module in file.modules:
+            module.output, module.losses = target, losses
+
+
+def _process_module(
+    located: str, source: str, name: str, options: RunOptions, result: ModuleResult, dump: str | None
+) -> None:
+    """Parse `located` (`source` at its place in its file), run the passes, print: into `result`."""
+    # Imported here: the parser (lark) and the passes load only when a module is processed, and tests can patch them.
+    from hloopt.passes.pipeline import run_pipeline
+    from hloopt.text.parser import parse
+
+    module = parse(located, name)
     if options.passes is not None:
         if dump is not None:
             make_directories(dump)
@@ -159,7 +249,7 @@ def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
                 options.passes,
                 numerics=options.numerics,
                 dump_dir=dump,
-                original=lambda: parse(source, job.name),
+                original=lambda: parse(located, name),
             )
             if options.per_pass and dump is not None:
                 result.stages = _stages(dump, report)
@@ -167,19 +257,7 @@ def _process(job: Job, options: RunOptions, result: ModuleResult) -> None:
     text = module.to_text()
     changed = any(p.changed for p in result.passes) if options.passes is not None else text != source
     result.status = "changed" if changed else "unchanged"
-    result.texts = (source, text)
-    if options.show_diff and text != source:
-        # A lone file's diff names the file it writes; a batch's names each module "(after)".
-        after = target if target is not None and job.relative is None else f"{job.name} (after)"
-        result.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
-    if target is not None and not (options.in_place and text == source):
-        fmt = _output_format(job, options, loaded.format, target)
-        data = formats.dump(text, fmt)
-        result.losses = formats.losses(text, fmt)
-        if job.relative is not None:  # a batch mirrors the input tree; a lone file's directory must exist
-            make_directories(Path(target).parent)
-        write_atomic(target, data)
-        result.output = target
+    result.texts = (located, text)
 
 
 def _output_format(job: Job, options: RunOptions, read: Format, target: str) -> Format:
@@ -229,8 +307,8 @@ def compare_numerics(
     calls: list[tuple[str, str, list[tuple[str, str]] | None, RunOptions, str]] = []
     for result in results:
         if result.texts is None:
-            raise ValueError(f"{result.path}: its texts were not kept, nothing to compare")
-        calls.append((*result.texts, result.stages if options.per_pass else None, options, result.path))
+            raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
+        calls.append((*result.texts, result.stages if options.per_pass else None, options, result.label))
     return isolated_map(_compare, calls, workers=max(workers, 1))
 
 

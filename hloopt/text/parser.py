@@ -156,7 +156,11 @@ class _Builder(Transformer[Token, Module]):
 
     def header(self, children: list[Token]) -> _Header:
         attributes = [self._parse.piece(token) for token in children[1:]]
-        return _Header(children[0].rstrip(":").lstrip("%"), attributes)
+        written = children[0].rstrip(":")
+        name = written.lstrip("%")
+        if name in _NOT_NAMES:
+            check_name(name, written, self._parse.position(children[0]), self._parse.error, "module")
+        return _Header(name, attributes)
 
     def stack_frame_section(self, children: list[Token]) -> tuple[int, int]:
         return (self._parse.position(children[0]), self._parse.position(children[-1]) + len(children[-1]))

@@ -21,7 +21,7 @@ import warnings
 import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import cache, partial
+from functools import cache
 from typing import Any, Literal, TypeAlias, get_args
 
 import numpy as np
@@ -31,7 +31,7 @@ from hloopt.ir import Module
 from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
 from hloopt.ir.shape import ArrayShape
 from hloopt.support.fileio import write_atomic
-from hloopt.xla.bridge import Executable, XlaError, compile_cpu, host_spec, isolated_call
+from hloopt.xla.bridge import Executable, XlaError, compile_cpu, host_spec
 
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-8
@@ -693,23 +693,6 @@ def compare_passes(
     )
     outputs = runs.comparison(at[0], at[-1], rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings, rows)
-
-
-def verify_numerics(
-    before_text: str,
-    after_text: str,
-    rtol: float = DEFAULT_RTOL,
-    atol: float = DEFAULT_ATOL,
-    seed: int = 0,
-    inputs: Sequence[np.ndarray] | None = None,
-    labels: tuple[str, str] = ("before", "after"),
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    numerics: str | Sequence[str] = "xla",
-) -> CompareReport:
-    """`compare` in a worker process, for the CLI: jax stays out of the calling process
-    (``hloopt run`` does not pay its import) and an XLA crash is an `XlaCrash`, not a dead command."""
-    check = partial(compare, rtol=rtol, atol=atol, seed=seed, max_bytes=max_bytes, labels=labels, numerics=numerics)
-    return isolated_call(check, before_text, after_text, inputs)
 
 
 # --- npz files -------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from hloopt import parse
@@ -30,6 +32,7 @@ def _problems(module: Module) -> list[str]:
         "ROOT r = pred[4] compare(a, b), direction=LT",
         "c = pred[4] compare(a, b), direction=LT\n  ROOT r = f32[4] select(c, a, b)",
         "ROOT r = (f32[4], f32[4]) tuple(a, b)",
+        "ROOT r = f32[4] shuffle(a), dimensions={0}, mode=rotate, shifts={1}",
     ],
 )
 def test_valid_modules_pass(body: str) -> None:
@@ -50,6 +53,11 @@ def test_valid_modules_pass(body: str) -> None:
         ("ROOT r = f32[4] popcnt(a)", None, "popcnt needs integer operands, not f32"),
         ("ROOT r = f32[4] mulhi(a, b)", None, "mulhi needs integer operands, not f32, f32"),
         ("ROOT r = f32[2] acosh(a)", None, "shape f32[2] does not follow from the operands (f32[4])"),
+        (
+            "ROOT r = f32[2,2] shuffle(a), dimensions={0}, mode=rotate, shifts={1}",
+            None,
+            "shape f32[2,2] does not follow from the operands (f32[4])",
+        ),
         (
             "ROOT r = c64[4] abs(a)",
             "a = c64[4] parameter(0)",
@@ -109,7 +117,7 @@ def test_negative_dot_dimensions_are_not_read_from_the_end() -> None:
     ) == ArrayShape("f32", (2, 2), (False, False))
 
 
-@pytest.mark.parametrize("opcode", ["acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"])
+@pytest.mark.parametrize("opcode", ["acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh", "exp2", "log2"])
 def test_every_unary_elementwise_opcode_is_inferred(opcode: str) -> None:
     """The opcode table marks these unary-same as XLA does, so an omitted shape is the operand's."""
     module = parse(f"HloModule m\nENTRY e {{\n  a = f64[3] parameter(0)\n  ROOT r = {opcode}(a)\n}}\n")
@@ -143,3 +151,10 @@ def test_bitcasts_keeping_the_bits_pass(body: str) -> None:
 def test_bitcasts_breaking_the_bits_are_named(body: str, words: str) -> None:
     (problem,) = _problems(_module(body, "h = bf16[] parameter(0)\n  u = u32[4] parameter(1)"))
     assert "%r" in problem and words in problem
+
+
+def test_a_verification_error_crosses_a_process_boundary_as_itself() -> None:
+    """Worker processes pickle errors home; a plain HloError in its place would lose the kind."""
+    error = VerificationError(["%a in %e: add operands differ"], before_passes=True)
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is VerificationError and str(back) == str(error) and back.problems == error.problems

@@ -272,3 +272,53 @@ def test_progress_bar_only_on_a_terminal(tree: Path, tmp_path: Path) -> None:
     assert proc.wait(timeout=120) == 0
     os.close(leader)
     assert b"hloopt" in seen and b"100%" in seen, seen
+
+
+# --- several INPUTs: a batch of those paths (what pre-commit hooks pass) ------------------------------
+
+
+def test_several_files_check_and_in_place(tree: Path, tmp_path: Path) -> None:
+    (tree / "deep" / "er" / "bad.hlo").unlink()
+    canonical = tree / "deep" / "plain.hlo"
+    canonical.write_text(parse(PLAIN).to_text())
+    plain = tmp_path / "plain.hlo"
+    plain.write_text(PLAIN)
+    assert hloopt("run", "--check", canonical, canonical).returncode == 0  # named twice: one module
+    checked = hloopt("run", "--check", canonical, plain, "--report", tmp_path / "r.json")
+    assert checked.returncode == 1 and "hloopt: 2 processed, 1 would change, 1 unchanged, 0 failed" in checked.stderr
+    assert f"hloopt: {plain} would change" in checked.stderr and f"{canonical} would change" not in checked.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["input"] == [str(canonical), str(plain)]
+    stamp = canonical.stat().st_mtime_ns
+    before = snapshot(tree)
+    fixed = hloopt("run", "--in-place", "--passes", "all", canonical, plain, tree / "deep" / "er")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "hloopt: 3 processed" in fixed.stderr  # the directory's one module, and the two files
+    assert plain.read_text() == parse(PLAIN).to_text() and canonical.stat().st_mtime_ns == stamp
+    assert snapshot(tree)["deep/er/bn.hlo"] != before["deep/er/bn.hlo"]
+    assert hloopt("run", "--check", "--passes", "all", canonical, plain, tree / "deep" / "er").returncode == 0
+
+
+def test_several_inputs_with_a_bad_module_is_a_failed_batch(tree: Path) -> None:
+    result = hloopt("run", "--check", tree / "deep" / "plain.hlo", tree / "deep" / "er" / "bad.hlo", "--diff")
+    assert result.returncode == 1  # as for a directory: a module failed
+    assert "hloopt: 2 processed, 1 would change, 0 unchanged, 1 failed" in result.stderr
+    assert f"hloopt: error: {tree}/deep/er/bad.hlo:3:22: instruction x does not exist" in result.stderr
+    assert result.stdout.startswith(f"--- {tree}/deep/plain.hlo\n+++ {tree}/deep/plain.hlo (after)\n")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{tmp}/in/deep/plain.hlo", "{tmp}/in/int8_matmul.hlo"], "several INPUTs: to process them give --in-place"),
+        (["{tmp}/in/deep/plain.hlo", "{tmp}/in", "-o", "{tmp}/out"], "-o takes a single INPUT; with several, give"),
+        (["{tmp}/in/deep/plain.hlo", "{tmp}/in", "--check", "--dump-dir", "{tmp}/d"], "--dump-dir takes a single"),
+        (["-", "{tmp}/in/deep/plain.hlo", "--check"], "- (stdin) must be the only INPUT"),
+        (["{tmp}/in/deep/plain.hlo", "{tmp}/missing.hlo", "--in-place"], "missing.hlo: no such file or directory"),
+    ],
+)
+def test_several_inputs_argument_problems_exit_2(tree: Path, args: list[str], message: str) -> None:
+    tmp = tree.parent
+    before = snapshot(tree)
+    result = hloopt("run", *[a.format(tmp=tmp) for a in args])
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert snapshot(tree) == before and not (tmp / "out").exists() and not (tmp / "d").exists()

@@ -44,7 +44,7 @@ def test_starts_without_numpy_lark_or_jax(args: list[str]) -> None:
     assert sorted(m for m in modules if m.partition(".")[0] in HEAVY) == []
 
 
-@pytest.mark.parametrize("name", ["exec", "compare", "cast"])
+@pytest.mark.parametrize("name", ["exec", "compare", "cast", "report"])
 def test_lazy_summaries_say_what_the_commands_say(name: str) -> None:
     """--help lists the lazy commands from their summaries; each must read as the command's own short help."""
     assert isinstance(main, click.Group)

@@ -13,7 +13,7 @@ import pytest
 
 from hloopt.driver import batch
 from hloopt.driver.batch import discover, run_batch
-from hloopt.driver.flow import Job, ModuleResult, RunOptions
+from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions
 
 PLAIN = """\
 HloModule plain
@@ -33,13 +33,17 @@ def test_discover_is_sorted_recursive_and_right_anchored(tmp_path: Path) -> None
     assert [str(j.relative) for j in discover(tmp_path, ("a/*.txt", "b/*.hlo"))] == ["a/b/c.hlo", "a/z.txt"]
 
 
-def _dies_on_boom(job: Job, options: RunOptions) -> ModuleResult:
+def modules(files: list[FileResult]) -> list[ModuleResult]:
+    return [module for file in files for module in file.modules]
+
+
+def _dies_on_boom(job: Job, options: RunOptions) -> FileResult:
     if Path(job.path).name == "boom.hlo":
         os._exit(7)  # what a segfault or the OOM killer looks like from the pool
     return ORIGINAL(job, options)
 
 
-ORIGINAL = batch.process_module
+ORIGINAL = batch.process_file
 
 
 def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,8 +52,8 @@ def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytes
     for name in names:
         (tmp_path / name).write_text(PLAIN)
     out = tmp_path / "out"
-    monkeypatch.setattr(batch, "process_module", _dies_on_boom)  # forked workers inherit it
-    results = run_batch(discover(tmp_path), RunOptions(output=str(out)), workers=2)
+    monkeypatch.setattr(batch, "process_file", _dies_on_boom)  # forked workers inherit it
+    results = modules(run_batch(discover(tmp_path), RunOptions(output=str(out)), workers=2))
     assert [Path(r.path).name for r in results] == sorted(names)
     by_name = {Path(r.path).name: r for r in results}
     assert by_name["boom.hlo"].status == "failed"
@@ -59,7 +63,7 @@ def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytes
     assert sorted(p.name for p in out.iterdir()) == sorted(n for n in names if n != "boom.hlo")
 
 
-def _dies_on_boom_a_moment_later(job: Job, options: RunOptions) -> ModuleResult:
+def _dies_on_boom_a_moment_later(job: Job, options: RunOptions) -> FileResult:
     if Path(job.path).name == "boom.hlo":
         time.sleep(0.5)  # the other worker is inside its (slowed) write by then
         os._exit(7)
@@ -81,8 +85,8 @@ def test_a_worker_terminated_mid_write_leaves_no_temporary_file(
         fsync(fd)
 
     monkeypatch.setattr(os, "fsync", slow_fsync)  # forked workers inherit both patches
-    monkeypatch.setattr(batch, "process_module", _dies_on_boom_a_moment_later)
-    results = run_batch(discover(src), RunOptions(output=str(out)), workers=2)
+    monkeypatch.setattr(batch, "process_file", _dies_on_boom_a_moment_later)
+    results = modules(run_batch(discover(src), RunOptions(output=str(out)), workers=2))
     assert [r.status for r in results] == ["failed", "changed"]
     assert [p.name for p in out.iterdir()] == ["slow.hlo"]
 
@@ -96,7 +100,7 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr("hloopt.passes.pipeline.run_pipeline", broken)
     job = Job(str(tmp_path / "a.hlo"), PurePosixPath("a.hlo"))
-    (result,) = run_batch([job], RunOptions(passes="all"), workers=1)
+    (result,) = modules(run_batch([job], RunOptions(passes="all"), workers=1))
     assert result.status == "failed"
     assert result.error == {
         "message": f"{tmp_path}/a.hlo: internal error: RecursionError: maximum recursion depth exceeded"
@@ -106,13 +110,11 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
 
 def test_a_batch_sends_texts_home_only_for_changed_modules_it_will_compare(tmp_path: Path) -> None:
     (tmp_path / "a.hlo").write_text(PLAIN)  # not canonical: printing it changes it
-    printed = ORIGINAL(Job(str(tmp_path / "a.hlo")), RunOptions()).texts
-    assert printed is not None
-    (tmp_path / "b.hlo").write_text(printed[1])
+    (tmp_path / "b.hlo").write_text(ORIGINAL(Job(str(tmp_path / "a.hlo")), RunOptions()).text)
     jobs = discover(tmp_path)
-    assert [r.status for r in run_batch(jobs, RunOptions(check=True), workers=1)] == ["changed", "unchanged"]
-    assert [r.texts for r in run_batch(jobs, RunOptions(check=True), workers=1)] == [None, None]
-    compared = run_batch(jobs, RunOptions(check=True, verify_numerics=True), workers=2)
+    assert [r.status for r in modules(run_batch(jobs, RunOptions(check=True), workers=1))] == ["changed", "unchanged"]
+    assert [r.texts for r in modules(run_batch(jobs, RunOptions(check=True), workers=1))] == [None, None]
+    compared = modules(run_batch(jobs, RunOptions(check=True, verify_numerics=True), workers=2))
     assert [r.texts is not None for r in compared] == [True, False]
 
 

@@ -1,4 +1,4 @@
-"""hloopt.driver.flow: one module's flow returns what happened; it never prints, exits or touches its input."""
+"""hloopt.driver.flow: one file's flow returns what happened; it never prints, exits or touches its input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from hloopt.driver.flow import Job, RunOptions, process_module
+from hloopt.driver.flow import Job, ModuleResult, RunOptions, process_file
 from hloopt.errors import HloError, HloParseError
 
 PLAIN = """\
@@ -31,6 +31,12 @@ INT8 = Path(__file__).resolve().parents[2] / "examples" / "int8_matmul.hlo"
 def plain(tmp_path: Path) -> Path:
     (tmp_path / "plain.hlo").write_text(PLAIN)
     return tmp_path / "plain.hlo"
+
+
+def process_module(job: Job, options: RunOptions) -> ModuleResult:
+    """The result of a file that is one module."""
+    (result,) = process_file(job, options).modules
+    return result
 
 
 def canonical(path: Path) -> str:
@@ -58,6 +64,7 @@ def test_the_passes_are_summarised_per_pass(tmp_path: Path) -> None:
     assert result.status == "changed" and result.output is None  # --check writes nothing
     assert list(result.to_dict()) == [
         "path",
+        "chunk",
         "status",
         "seconds",
         "passes",
@@ -72,9 +79,9 @@ def test_the_passes_are_summarised_per_pass(tmp_path: Path) -> None:
 
 def test_a_lone_output_is_written_atomically_and_its_directory_must_exist(plain: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.hlo"
-    result = process_module(Job(str(plain)), RunOptions(output=str(out), show_diff=True))
-    assert result.output == str(out) and out.read_text() == canonical(plain)
-    assert result.diff.splitlines()[:2] == [f"--- {plain}", f"+++ {out}"]  # a lone diff names the file written
+    file = process_file(Job(str(plain)), RunOptions(output=str(out), show_diff=True))
+    assert file.modules[0].output == str(out) and out.read_text() == canonical(plain)
+    assert file.diff.splitlines()[:2] == [f"--- {plain}", f"+++ {out}"]  # a lone diff names the file written
     missing = process_module(Job(str(plain)), RunOptions(output=str(tmp_path / "nope" / "out.hlo")))
     assert missing.status == "failed" and isinstance(missing.exception, HloError)
     assert missing.error == {"message": f"{plain}: {tmp_path}/nope/out.hlo: directory {tmp_path}/nope does not exist"}
@@ -84,11 +91,11 @@ def test_a_lone_output_is_written_atomically_and_its_directory_must_exist(plain:
 def test_a_batch_member_mirrors_its_place_below_the_root(plain: Path, tmp_path: Path) -> None:
     job = Job(str(plain), PurePosixPath("deep/er/plain.hlo"))
     out, dump = tmp_path / "out", tmp_path / "dump"
-    result = process_module(job, RunOptions(passes="all", output=str(out), dump_dir=str(dump), show_diff=True))
-    assert result.output == str(out / "deep" / "er" / "plain.hlo")
+    file = process_file(job, RunOptions(passes="all", output=str(out), dump_dir=str(dump), show_diff=True))
+    assert file.modules[0].output == str(out / "deep" / "er" / "plain.hlo")
     assert (out / "deep" / "er" / "plain.hlo").read_text() == canonical(plain)
     assert [p.name for p in (dump / "deep" / "er" / "plain.hlo").iterdir()] == ["00-input.hlo"]
-    assert result.diff.splitlines()[1] == f"+++ {plain} (after)"
+    assert file.diff.splitlines()[1] == f"+++ {plain} (after)"
 
 
 def test_in_place_rewrites_only_a_changed_text(plain: Path) -> None:
