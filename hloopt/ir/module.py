@@ -98,6 +98,8 @@ class Instruction:
         """Replace the attributes (printed in the dict's order)."""
         self.attributes = attributes
         self._edited()
+        if self.parent is not None:
+            self.parent.note_control_edges(self)
 
     def _edited(self) -> None:
         if self.parent is not None:
@@ -145,6 +147,9 @@ class Computation:
         self.parent: Module | None = None
         #: How many edits this computation has had; only differences between two readings mean anything.
         self.edits = 0
+        #: Whether any instruction has control predecessors; None until first asked. A rewrite of a
+        #: computation without control edges then skips the scans for them (O(1), not O(n), per edit).
+        self._control_edges: bool | None = None
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name}>"
@@ -157,7 +162,18 @@ class Computation:
         instruction.parent = self
         self.instructions.append(instruction)
         self.edits += 1
+        self.note_control_edges(instruction)
         return instruction
+
+    def has_control_edges(self) -> bool:
+        if self._control_edges is None:
+            self._control_edges = any("control-predecessors" in i.attributes for i in self.instructions)
+        return self._control_edges
+
+    def note_control_edges(self, instruction: Instruction) -> None:
+        """Keep `has_control_edges` true once `instruction` (added or given attributes) has some."""
+        if self._control_edges is False and "control-predecessors" in instruction.attributes:
+            self._control_edges = True
 
     def set_root(self, instruction: Instruction) -> None:
         """Make `instruction` (already in this computation) the root."""
@@ -190,13 +206,14 @@ class Computation:
         instruction.parent = self
         self.instructions.insert(index, instruction)
         self.edits += 1
+        self.note_control_edges(instruction)
 
     def replace_all_uses(self, old: Instruction, new: Instruction) -> None:
         """Redirect every user of `old` (and the root, and control edges) to `new`."""
         for user in list(old.users):
             if user is not new:
                 user.replace_operand(old, new)
-        for instruction in self.instructions:
+        for instruction in self.instructions if self.has_control_edges() else ():
             preds = instruction.attributes.get("control-predecessors")
             if isinstance(preds, InstructionList) and old in preds.instructions:
                 instruction.attributes["control-predecessors"] = InstructionList(
@@ -259,7 +276,9 @@ class Computation:
                 or instruction is self.root
                 or instruction.opcode in SIDE_EFFECT_OPCODES
                 or instruction.attributes.get("custom_call_has_side_effect") == "true"
-                or any(instruction in i.control_predecessors() for i in self.instructions)
+                or (
+                    self.has_control_edges() and any(instruction in i.control_predecessors() for i in self.instructions)
+                )
             ):
                 continue
             operands = list(instruction.operands)

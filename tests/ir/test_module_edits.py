@@ -99,3 +99,18 @@ def test_clone_copies_every_computation_edge_and_attribute() -> None:
         assert not set(instruction.operands) & originals
         assert not set(instruction.called_computations()) & originals
         assert not set(instruction.control_predecessors()) & originals
+
+
+def test_control_edges_given_after_a_rewrite_are_still_redirected() -> None:
+    """The computation remembers it has no control edges (so rewrites skip scanning for them) only until
+    an instruction gets some."""
+    module = parse(TEXT.replace(", control-predecessors={q}", ""))
+    entry = module.entry
+    p, c, n, r = (next(i for i in entry.instructions if i.name == name) for name in ("p", "c", "n", "r"))
+    a = n.operands[0]
+    entry.replace_instruction(c, Builder.before(c).add("negate", c.shape, [p]))  # type: ignore[arg-type]
+    assert not entry.has_control_edges()
+    r.set_attributes({**r.attributes, "control-predecessors": InstructionList((a,))})
+    replacement = Builder.before(a).add("subtract", a.shape, a.operands)  # type: ignore[arg-type]
+    entry.replace_instruction(a, replacement)
+    assert entry.has_control_edges() and r.control_predecessors() == (replacement,)
