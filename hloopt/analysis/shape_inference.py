@@ -33,6 +33,7 @@ INFERABLE: frozenset[str] = ELEMENTWISE_INFERRED | {
     "batch-norm-training",
     "batch-norm-inference",
     "batch-norm-grad",
+    "shuffle",
 }
 
 _INTS = re.compile(r"-?\d+")
@@ -75,7 +76,7 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
     if len(arrays) != len(operands) or not arrays:
         return None
     first = arrays[0]
-    if op in UNARY_SAME or op in BINARY_SAME:
+    if op in UNARY_SAME or op in BINARY_SAME or op == "shuffle":  # a shuffle moves elements within the shape
         return first
     if op in UNARY_TO_REAL:
         return _complex_part(first)

@@ -450,12 +450,25 @@ def _c_numbers(body: str, dtype: type[np.int64 | np.float64]) -> np.ndarray | No
             return None
 
 
+def _stored_floats(doubles: np.ndarray, element_type: str) -> np.ndarray:
+    """`doubles` in `element_type` as XLA's literal parser stores them: numpy's cast, but for e8m0's lowest binade.
+
+    XLA (jaxlib 0.10 to 0.12) stores every double strictly between 2^-127 and 2^-126 as 2^-126: its cast rounds
+    on the grid of an IEEE subnormal step (0, 2^-126), where 2^-127 is the tie. ml_dtypes 0.7 rounds such a
+    double to the nearer power of two; 0.6 rounded it up, but its array cast went through float32 first.
+    """
+    values = doubles.astype(numpy_dtype(element_type))
+    if element_type == "f8e8m0fnu":
+        values[(doubles > 2.0**-127) & (doubles < 2.0**-126)] = 2.0**-126
+    return values
+
+
 def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
     dtype = numpy_dtype(element_type)
     payload_tokens = [i for i, t in enumerate(tokens) if "(" in t]
     if not payload_tokens:
-        return np.array(tokens, dtype=np.float64).astype(dtype)
-    values = np.array([t.split("(")[0] for t in tokens], dtype=np.float64).astype(dtype)
+        return _stored_floats(np.array(tokens, dtype=np.float64), element_type)
+    values = _stored_floats(np.array([t.split("(")[0] for t in tokens], dtype=np.float64), element_type)
     bits_dtype = np.dtype(f"u{dtype.itemsize}")
     bits = values.view(bits_dtype)
     mask = (1 << _PAYLOAD_BITS.get(element_type, 0)) - 1
@@ -555,17 +568,25 @@ def format_float(value: Any, element_type: str) -> str:
 def _narrow_float_text(as_double: float, element_type: str) -> str:
     """``%.{max_digits10}g``, with more digits where XLA would read that back as another value.
 
-    XLA reads a literal as a double and converts it with round-to-nearest, so
+    XLA reads a literal as a double and stores it as `_stored_floats` does, so
     max_digits10 is not always enough: e8m0's 2^-127 prints as 5.9e-39, which
-    is nearer the rounding boundary's far side and reads back as 2^-126.
+    is above 2^-127 and reads back as 2^-126.
     """
-    scalar = numpy_dtype(element_type).type
     digits = _MAX_DIGITS10[element_type]
     text = f"{as_double:.{digits}g}"
-    while digits < 17 and scalar(float(text)) != scalar(as_double):
+    while digits < 17 and not _reads_back(text, as_double, element_type):
         digits += 1
         text = f"{as_double:.{digits}g}"
     return text
+
+
+def _reads_back(text: str, as_double: float, element_type: str) -> bool:
+    """Whether XLA's parser stores `text` as the `element_type` value `as_double` (a finite one)."""
+    if element_type == "f8e8m0fnu":  # the one type where numpy's cast is not XLA's: see `_stored_floats`
+        read, exact = _stored_floats(np.array([float(text), as_double]), element_type)
+        return bool(read == exact)
+    scalar = numpy_dtype(element_type).type
+    return scalar(float(text)) == scalar(as_double)
 
 
 def _format_element(value: Any, element_type: str, scalar: bool) -> str:

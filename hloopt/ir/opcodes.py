@@ -226,6 +226,9 @@ ROWS: tuple[Opcode, ...] = (
     ),
     _collective("kCollectivePermuteDone", "collective-permute-done", "", arity=1),
     _collective("kCollectivePermuteStart", "collective-permute-start", "source_target_pairs* channel_id slice_sizes"),
+    _collective(
+        "kCollectiveReduce", "collective-reduce", f"to_apply* has_dynamic_root {_COLLECTIVE}", callees="to_apply"
+    ),
     _op("kCompare", "compare", 2, "direction* type order", elementwise=_E.PREDICATE),
     _op("kComplex", "complex", 2, elementwise=_E.COMPLEX),
     _op("kConcatenate", "concatenate", None, "dimensions*"),
@@ -268,6 +271,7 @@ ROWS: tuple[Opcode, ...] = (
     _op("kDynamicUpdateSlice", "dynamic-update-slice", None),
     _unary("kErf", "erf", accuracy=True),
     _unary("kExp", "exponential", accuracy=True),
+    _unary("kExp2", "exp2", accuracy=True),
     _unary("kExpm1", "exponential-minus-one", accuracy=True),
     _op("kFft", "fft", 1, "fft_type* fft_length*"),
     _unary("kFloor", "floor"),
@@ -287,6 +291,7 @@ ROWS: tuple[Opcode, ...] = (
     _op("kIsFinite", "is-finite", 1, elementwise=_E.PREDICATE, operand_types=_T.FLOAT),
     _unary("kLog", "log", accuracy=True),
     _unary("kLog1p", "log-plus-one", accuracy=True),
+    _unary("kLog2", "log2", accuracy=True),
     _unary("kLogistic", "logistic", accuracy=True),
     _op("kMap", "map", None, "to_apply* dimensions", callees="to_apply"),
     _binary("kMaximum", "maximum"),
@@ -348,6 +353,7 @@ ROWS: tuple[Opcode, ...] = (
     _binary("kShiftLeft", "shift-left", operand_types=_T.INTEGER),
     _binary("kShiftRightArithmetic", "shift-right-arithmetic", operand_types=_T.INTEGER),
     _binary("kShiftRightLogical", "shift-right-logical", operand_types=_T.INTEGER),
+    _op("kShuffle", "shuffle", 1, "dimensions* mode* shifts"),
     _unary("kSign", "sign"),
     _unary("kSin", "sine", accuracy=True),
     _unary("kSinh", "sinh", accuracy=True),
@@ -369,8 +375,12 @@ ROWS: tuple[Opcode, ...] = (
 #: Syntax that only newer jaxlib parsers take, with the first jaxlib version that does (probed
 #: on 0.10.2, 0.11.2 and 0.12.0.1). hloopt reads all of it, since each version's XLA prints its
 #: own; an older jaxlib then refuses the module, and the bridge says which construct and why.
-#: Attribute keys are ``"<opcode> <attribute>"``.
+#: Opcode keys are the opcode's spelling, attribute keys ``"<opcode> <attribute>"``.
 JAXLIB_SINCE: dict[str, tuple[int, int]] = {
+    "collective-reduce": (0, 11),
+    "exp2": (0, 12),
+    "log2": (0, 12),
+    "shuffle": (0, 12),
     "compare order": (0, 11),
     "topk is_stable": (0, 11),
     "collective-broadcast has_dynamic_root": (0, 11),
@@ -379,6 +389,7 @@ JAXLIB_SINCE: dict[str, tuple[int, int]] = {
     "async-update output_to_operand_aliasing": (0, 11),
     "compact get-tuple-element operands (%x#1)": (0, 11),
     "origin trees separated by commas": (0, 11),
+    'origin call hierarchies (["name"])': (0, 11),
 }
 
 #: Each row by its text spelling.

@@ -253,6 +253,30 @@ def _check_mesh_groups(instruction: Instruction, value: str) -> None:
             raise _fail(instruction, f"axis index {index} is out of bounds for mesh", "replica_groups")
 
 
+#: The values of ``mode=``: a shuffle's (jaxlib 0.12 knows only rotate), else a collective's group mode.
+_SHUFFLE_MODES = frozenset({"rotate"})
+_COLLECTIVE_MODES = frozenset({"cross_replica", "cross_partition", "cross_replica_and_partition", "flattened_id"})
+
+
+def _check_mode(instruction: Instruction) -> None:
+    value = instruction.attributes.get("mode")
+    if value is None:
+        return
+    if base_opcode(instruction.opcode)[0] == "shuffle":
+        if value not in _SHUFFLE_MODES:
+            raise _fail(
+                instruction, f"expects shuffle mode but sees: {value}, error: Unknown shuffle mode: {value}", "mode"
+            )
+        if "shifts" not in instruction.attributes:
+            raise _fail(instruction, "expects shifts for a shuffle in rotate mode")
+    elif value not in _COLLECTIVE_MODES:
+        raise _fail(
+            instruction,
+            f"expects collective op group mode but sees: {value}, error: Invalid collective op group mode: {value}",
+            "mode",
+        )
+
+
 #: Collectives whose parser refuses ``use_global_device_ids=true`` without a ``channel_id``
 #: (all-gather takes it: XLA checks that in its verifier, not its parser).
 _GLOBAL_IDS_NEED_CHANNEL = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter"})
@@ -728,7 +752,9 @@ _ORIGIN_TOKEN = re.compile(
 
 def _check_origin(value: str, key: str) -> None:
     """``origin={…}``, read as jaxlib's ``ParseOriginalValue``: ``{[synthetic_call]}``, or a tuple
-    tree whose leaves are ``{"name" {shape index}}`` arrays (either part may be left out)."""
+    tree whose leaves are ``{"name" {shape index}}`` arrays (either part may be left out). jaxlib
+    0.11+ separates trees by commas and takes one call hierarchy among them, ``["name"]``: it prints
+    ``{[synthetic_call]}`` as ``{(),[""]}``."""
     tokens: list[str] = []
     position = 0
     while (match := _ORIGIN_TOKEN.match(value, position)) is not None and match.end() > position:
@@ -782,9 +808,19 @@ def _check_origin(value: str, key: str) -> None:
         take("synthetic_call", "Expects 'synthetic_call' after '[' for a synthetic_call value.")
         take("]", "Expects ']' after synthetic_call")
     else:
-        while tokens[at] in ("(", "{", ","):  # jaxlib 0.11+ separates trees by commas
+        hierarchy = False
+        while tokens[at] in ("(", "{", ",", "["):
             if tokens[at] == ",":
                 at += 1
+            elif tokens[at] == "[":
+                if hierarchy:
+                    raise fail("Duplicate call_hierarchy in original_value.")
+                hierarchy = True
+                at += 1
+                if not tokens[at].startswith('"'):
+                    raise fail("expects string")
+                at += 1
+                take("]", "Expects ']' to end call_hierarchy")
             else:
                 tree()
         if tokens[at] != "}":
@@ -857,10 +893,12 @@ def _check_async(instruction: Instruction, base: str, suffix: str | None) -> Non
 _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "all-gather": (_check_collective,),
     "all-gather-start": (_check_collective,),
-    "all-reduce": (_check_collective,),
-    "all-reduce-start": (_check_collective,),
+    "all-reduce": (_check_collective, _check_mode),
+    "all-reduce-start": (_check_collective, _check_mode),
     "collective-permute-start": (_check_collective, _check_slice_sizes),
-    "reduce-scatter": (_check_collective,),
+    "collective-reduce": (_check_collective,),
+    "reduce-scatter": (_check_collective, _check_mode),
+    "shuffle": (_check_mode,),
     "all-to-all": (_check_collective, _check_at_most_one_dimension),
     "ragged-all-to-all": (_check_at_most_one_dimension,),
     "collective-broadcast": (_check_collective,),

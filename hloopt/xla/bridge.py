@@ -1,7 +1,7 @@
 """The only door to jaxlib's private API: XLA's own HLO parser and printer, CPU compile, execute.
 
 Imported lazily (jax costs ~0.7 s to import, which ``hloopt run`` must not pay).
-Tested with jax/jaxlib 0.10.2; the calls follow ``shared/recipes/xla_reference.py``.
+Tested with jax/jaxlib 0.10.2, 0.11.2 and 0.12.0.1; the calls follow ``shared/recipes/xla_reference.py``.
 
 Some inputs crash jaxlib (SIGSEGV/abort in the parser or the StableHLO
 converter), so `isolated_map` runs calls in long-lived worker processes
@@ -34,7 +34,7 @@ import numpy as np
 
 from hloopt.errors import HloError
 from hloopt.ir.element_types import BY_CODE, NoNumpyType, numpy_dtype
-from hloopt.ir.opcodes import JAXLIB_SINCE
+from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES
 from hloopt.ir.shape import ArrayShape
 
 #: The stages a module goes through, in order; an `XlaError` names the one that failed.
@@ -105,12 +105,25 @@ def jaxlib_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-#: How to spot each `JAXLIB_SINCE` construct in a text: ``<opcode> <attribute>`` keys by their
-#: line, the others by their own pattern.
+#: How to spot each `JAXLIB_SINCE` construct in a text: opcodes where an instruction's opcode
+#: stands (after its shape or its ``=``, async sugar included), ``<opcode> <attribute>`` keys by
+#: their line, the others by their own pattern.
 _CONSTRUCT_PATTERNS = {
     "compact get-tuple-element operands (%x#1)": re.compile(r"[\w.\-]#\d"),
     "origin trees separated by commas": re.compile(r"origin=\{\{[^\n]*\},\s*\{"),
+    'origin call hierarchies (["name"])': re.compile(r"origin=\{[^\n]*,\s*\[\s*\""),
 }
+
+
+def _construct_pattern(construct: str) -> re.Pattern[str]:
+    """What finds `construct` in a module's text."""
+    pattern = _CONSTRUCT_PATTERNS.get(construct)
+    if pattern is not None:
+        return pattern
+    if construct in OPCODES:
+        return re.compile(rf"(?:[\]}})]\s+|=\s*){re.escape(construct)}(?:-start|-update|-done)?\(")
+    opcode, attribute = construct.split(" ")
+    return re.compile(rf"\b{re.escape(opcode)}(?:-start)?\([^\n]*\b{re.escape(attribute)}=")
 
 
 def newer_syntax(text: str) -> str:
@@ -120,12 +133,9 @@ def newer_syntax(text: str) -> str:
     for construct, since in JAXLIB_SINCE.items():
         if since <= installed:
             continue
-        pattern = _CONSTRUCT_PATTERNS.get(construct)
-        if pattern is None:
-            opcode, attribute = construct.split(" ")
-            pattern = re.compile(rf"\b{re.escape(opcode)}(?:-start)?\([^\n]*\b{re.escape(attribute)}=")
-        if pattern.search(text):
-            found.append(f"{construct} (jaxlib reads it from {since[0]}.{since[1]})")
+        if _construct_pattern(construct).search(text):
+            named = f"opcode {construct}" if construct in OPCODES else construct
+            found.append(f"{named} (jaxlib reads it from {since[0]}.{since[1]})")
     if not found:
         return ""
     shown = ".".join(map(str, installed))
@@ -177,7 +187,11 @@ class Executable:
         with _stage("execute"), config.enable_x64(True):  # x64 keeps f64/s64 inputs as they are
             import jax
 
-            buffers = [jax.device_put(np.ascontiguousarray(x), device) for x in inputs]
+            # jaxlib 0.12 puts a 64-byte-aligned array on the CPU without copying it, and XLA cannot take such a
+            # buffer over: a `must-alias` parameter (input_output_alias) then fails to execute. A copy made on the
+            # device is XLA's own.
+            placed = [jax.device_put(np.ascontiguousarray(x), device) for x in inputs]
+            buffers = [jax.device_put(x, device, may_alias=False) for x in placed]
             results = self._loaded.execute_sharded(buffers).disassemble_into_single_device_arrays()
             return [
                 np.zeros((0,), np.bool_) if leaf.element_type == "token" else np.asarray(shards[0])

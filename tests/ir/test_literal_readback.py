@@ -89,3 +89,21 @@ def test_xla_reads_the_printed_values(element_type: str) -> None:
 def test_smallest_e8m0_prints_with_the_digits_it_needs() -> None:
     smallest = np.zeros(1, np.uint8).view(numpy_dtype("f8e8m0fnu"))
     assert Literal.from_value(ArrayShape("f8e8m0fnu", (1,)), smallest).text == "{5.877e-39}"
+
+
+def test_e8m0_decimals_near_its_smallest_value_read_as_in_xla() -> None:
+    """XLA stores every double in (2^-127, 2^-126) as 2^-126, whatever ml_dtypes rounds it to (0.7: the nearer)."""
+    texts = ["2.9e-39", "5.87747e-39", "5.877e-39", "5.8774719e-39", "5.9e-39", "8.8e-39", "8.9e-39", "1.76e-38"]
+    literal = "{" + ", ".join(texts) + "}"
+    text = hlo(f"""
+        HloModule m
+
+        ENTRY e {{
+          ROOT c = f8e8m0fnu[{len(texts)}] constant({literal})
+        }}
+        """)
+    (held,) = bridge.execute(text, [])
+    ours = Literal(ArrayShape("f8e8m0fnu", (len(texts),)), text=literal).value
+    assert (
+        np.asarray(ours).view(np.uint8).tolist() == np.asarray(held).view(np.uint8).tolist() == [0, 0, 0, 1, 1, 1, 1, 1]
+    )

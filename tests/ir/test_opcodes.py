@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hloopt.ir import opcodes
-from hloopt.ir.opcodes import ROWS, AsyncForm, Elementwise, allowed_attributes, base_opcode
+from hloopt.ir.opcodes import JAXLIB_SINCE, ROWS, AsyncForm, Elementwise, allowed_attributes, base_opcode
 
 #: Enumerators whose text is not the kebab-case of their name (hlo-text-grammar.md §4.1).
 _RENAMED = {
@@ -27,7 +27,7 @@ _RENAMED = {
     "kSin": "sine",
     "kTopK": "topk",
 }
-#: Opcodes whose arity changed after jaxlib 0.10.2: variadic at HEAD (sparse convolution), 2 in jaxlib.
+#: Opcodes whose arity XLA changed after jaxlib 0.12: variadic at HEAD (sparse convolution), 2 in jaxlib 0.10 to 0.12.
 _JAXLIB_ARITY = {"convolution": 2}
 
 #: Parses ``ROOT c = f32[] OPCODE()`` for each opcode on stdin in a forked child (some abort jaxlib) and prints
@@ -81,13 +81,21 @@ def _parser_says() -> dict[str, str]:
     return said
 
 
+def _newer_than_jaxlib() -> list[str]:
+    """The opcodes the installed jaxlib is too old for, by `JAXLIB_SINCE` (none on the newest)."""
+    from hloopt.xla.bridge import jaxlib_version
+
+    return sorted(row.name for row in ROWS if JAXLIB_SINCE.get(row.name, (0, 0)) > jaxlib_version())
+
+
 def test_every_opcode_xla_knows_has_one_row_and_no_other() -> None:
+    """The rows are the newest jaxlib's: an older one lacks exactly the opcodes `JAXLIB_SINCE` dates later."""
     hlo = pytest.importorskip("jaxlib._hlo")
     known = set(hlo.HloOpcode.__members__)
     rows = {row.enum for row in ROWS}
     assert sorted(known - rows) == []
-    assert sorted(rows - known) == []
-    assert len(ROWS) == len(rows) == len(opcodes.OPCODES) == 133
+    assert sorted(opcodes.BY_NAME[name].enum for name in _newer_than_jaxlib()) == sorted(rows - known)
+    assert len(ROWS) == len(rows) == len(opcodes.OPCODES) == 137
 
 
 def test_spelling_is_the_enumerator_in_kebab_case_or_a_known_rename() -> None:
@@ -99,7 +107,7 @@ def test_spelling_is_the_enumerator_in_kebab_case_or_a_known_rename() -> None:
 def test_xla_parser_knows_every_spelling() -> None:
     said = _parser_says()
     assert "Unknown opcode: not-an-opcode" in said["not-an-opcode"]  # the probe can tell
-    assert [name for name in opcodes.OPCODES if "Unknown opcode" in said[name]] == []
+    assert sorted(name for name in opcodes.OPCODES if "Unknown opcode" in said[name]) == _newer_than_jaxlib()
 
 
 def test_fixed_arities_match_the_xla_parser() -> None:

@@ -277,3 +277,26 @@ def test_dynamic_results_are_refused_not_padded_with_garbage() -> None:
     """)
     with pytest.raises(ExecutionError, match=r"output 0 is f32\[10,<=20\], a dynamic shape"):
         execute(text)
+
+
+MUST_ALIAS = hlo("""
+    HloModule must_alias, input_output_alias={ {}: (1, {}, must-alias) }
+    ENTRY main {
+      x = f32[16] parameter(0)
+      out = f32[16] parameter(1)
+      ROOT r = f32[16] add(x, x)
+    }
+    """)
+
+
+@pytest.mark.parametrize("offset", [0, 4], ids=["64-byte aligned", "unaligned"])
+def test_a_must_alias_parameter_runs_whatever_the_input_alignment(offset: int) -> None:
+    """jaxlib 0.12 puts an aligned array on the CPU without a copy, which XLA cannot take over for a must-alias
+    parameter ("must-alias at compile time but not donated at runtime"): the bridge gives XLA its own copy."""
+    raw = np.zeros(16 * 4 + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    x = raw[start : start + 16 * 4].view(np.float32)
+    x[:] = np.arange(16)
+    (result,) = execute(MUST_ALIAS, [x, x])
+    np.testing.assert_array_equal(result, 2 * np.arange(16, dtype=np.float32))
+    np.testing.assert_array_equal(x, np.arange(16))  # the caller's array is not the output
