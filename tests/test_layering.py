@@ -32,6 +32,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "__main__": frozenset({"cli"}),
     "roundtrip": frozenset({"xla"}),
     "jax": frozenset({"xla"}),
+    "batch": frozenset({"driver"}),
 }
 
 #: Third-party packages only one part may import.

@@ -10,8 +10,9 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
-from functools import wraps
+from functools import partial, wraps
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
@@ -20,6 +21,8 @@ from hloopt import __version__
 from hloopt.errors import HloError
 
 if TYPE_CHECKING:
+    from distributed import Client
+
     from hloopt.driver.batch import Shard
     from hloopt.driver.flow import RunOptions
 
@@ -207,9 +210,18 @@ def main() -> None:
     help="Batch: process only shard K of N (K from 1 to N), chosen by a hash of each module's path below "
     "its directory; 'hloopt report merge' joins the shards' --report files.",
 )
+@click.option(
+    "--dask-scheduler",
+    metavar="ADDRESS",
+    help="Batch: process the modules on this Dask cluster (tcp://host:port, or the scheduler file "
+    "'dask scheduler --scheduler-file' wrote; needs hloopt[dask]). Its workers read and write the files "
+    "themselves, so they must share this filesystem; --jobs then sizes the modules in flight [default: "
+    "the cluster's threads].",
+)
 @reports_errors
-# Each option arrives under its RunOptions field name (tests/cli keeps the two lists equal).
-def run(inputs: tuple[str, ...], **given: Any) -> None:
+# Each option arrives under its RunOptions field name (tests/cli keeps the two lists equal), but
+# --dask-scheduler: the CLI turns it into the executor the batch runs on.
+def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> None:
     """Read each INPUT (a file, - for stdin, or a directory of modules), run --passes, and print in XLA's canonical style.
 
     One file INPUT goes to stdout or -o. A directory INPUT, or several INPUTs,
@@ -232,9 +244,9 @@ def run(inputs: tuple[str, ...], **given: Any) -> None:
             "holds one module"
         )
     if len(inputs) == 1 and (inputs[0] == "-" or not os.path.isdir(inputs[0])):
-        _run_file(inputs[0], options)
+        _run_file(inputs[0], options, dask_scheduler)
     else:
-        _run_batch(inputs, options)
+        _run_batch(inputs, options, dask_scheduler)
 
 
 def _echo_module(text: str, output_format: str | None) -> None:
@@ -253,7 +265,7 @@ def _echo_module(text: str, output_format: str | None) -> None:
         click.echo(data, nl=False)
 
 
-def _run_file(input_path: str, options: RunOptions) -> None:
+def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) -> None:
     """``hloopt run FILE``: the module's text (or diff) on stdout or to -o, what the passes did on stderr."""
     from hloopt.driver.flow import Job, compare_numerics, process_file
 
@@ -262,6 +274,7 @@ def _run_file(input_path: str, options: RunOptions) -> None:
         ("--jobs", options.jobs),
         ("--report", options.report_path),
         ("--shard", options.shard),
+        ("--dask-scheduler", dask_scheduler),
     )
     given = [flag for flag, value in batch_only if value]
     if given:
@@ -320,7 +333,7 @@ def same_file(a: str, b: str) -> bool:
         return False
 
 
-def _run_batch(inputs: Sequence[str], options: RunOptions) -> None:
+def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str | None) -> None:
     """``hloopt run DIR`` or ``run INPUT...``: a progress bar on a terminal, each diff and warning, the
     summary, the exit code."""
     from hloopt.driver import batch, report
@@ -329,12 +342,20 @@ def _run_batch(inputs: Sequence[str], options: RunOptions) -> None:
     options = batch.check_options(inputs, options)
     if options.passes is not None:
         _echo_order_note(options.passes)  # and an unknown pass is one error now, not one per module
-    jobs = batch.plan(inputs, options)
-    if sys.stderr.isatty():
-        with click.progressbar(length=len(jobs), file=sys.stderr, label="hloopt") as bar:
-            done = batch.run(inputs, jobs, options, advance=lambda _: bar.update(1))
-    else:  # click's bar would still print its label to a pipe or a CI log
-        done = batch.run(inputs, jobs, options)
+    with ExitStack() as cluster:
+        executor, in_flight = None, None
+        if dask_scheduler is not None:  # connected before any output directory is made
+            client = cluster.enter_context(_dask_client(dask_scheduler))
+            executor = client.get_executor()
+            threads = sum(worker["nthreads"] for worker in client.scheduler_info()["workers"].values())
+            in_flight = batch.in_flight(options.jobs or max(threads, 1))
+        jobs = batch.plan(inputs, options)
+        process = partial(batch.run, inputs, options, jobs=jobs, executor=executor, max_in_flight=in_flight)
+        if sys.stderr.isatty():
+            with click.progressbar(length=len(jobs), file=sys.stderr, label="hloopt") as bar:
+                done = process(advance=lambda _: bar.update(1))
+        else:  # click's bar would still print its label to a pipe or a CI log
+            done = process()
     for file in done.files:
         if file.diff:
             click.echo(file.diff, nl=False)
@@ -348,6 +369,18 @@ def _run_batch(inputs: Sequence[str], options: RunOptions) -> None:
     if options.report_path is not None:
         write_atomic(options.report_path, report.to_json(data))
     sys.exit(0 if report.report_ok(data) else 1)
+
+
+def _dask_client(address: str) -> Client:
+    """A client of the Dask scheduler at `address` (or named by the scheduler file `address`)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise HloError("--dask-scheduler needs the optional extra: pip install 'hloopt[dask]'") from None
+    try:
+        return Client(scheduler_file=address) if os.path.isfile(address) else Client(address)
+    except (OSError, ValueError, TypeError) as err:  # unreachable, timed out, not an address, a bad file
+        raise HloError(f"--dask-scheduler {address}: cannot connect to the Dask scheduler: {err}") from None
 
 
 def _echo_order_note(passes: str | None) -> None:

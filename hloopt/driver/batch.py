@@ -7,6 +7,13 @@ partial file. A worker process that dies (a crash, the OOM killer) costs only
 the files it held: they are retried one per fresh process, so the one that
 kills its process is the one reported.
 
+On any `concurrent.futures.Executor` (Dask's ``client.get_executor()``, a
+process pool) each file is a task, at most a window of them in flight, and each
+task processes its file in a child forked from the executor's worker, so a
+file that kills its process is reported as it is locally and the worker lives
+on. The workers must see the files where this process sees them (a shared
+filesystem): they read the inputs and write the outputs themselves.
+
 Each file goes through `hloopt.driver.flow.process_file`, exactly as a lone
 file does; this module only finds the files, picks this run's shard of them,
 spreads them over processes and tallies the results. Nothing here prints or
@@ -18,15 +25,23 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import pickle
 import re
 import signal
+import sys
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+import traceback
+import uuid
+import weakref
+from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from contextlib import closing, suppress
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO, NoReturn
 
 from hloopt.driver import report as reports
 from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, compare_numerics, process_file
@@ -217,14 +232,28 @@ def _prepare_output_dir(root: Path, out: Path) -> None:
 
 def run(
     inputs: Sequence[str],
-    jobs: Sequence[Job],
     options: RunOptions,
+    *,
+    jobs: Sequence[Job] | None = None,
     advance: Callable[[FileResult], None] = lambda result: None,
+    executor: Executor | None = None,
+    max_in_flight: int | None = None,
 ) -> BatchReport:
-    """Process `jobs` (from `plan`), then --verify-numerics; `advance` is called as each file finishes."""
+    """Process the INPUTs' modules, then --verify-numerics; `advance` is called as each file finishes.
+
+    `jobs` are the modules `plan` found (by default the options are checked and planned here).
+    Without an `executor` they run in --jobs local processes; with one (Dask's
+    ``client.get_executor()``, a process pool), each file is a task on it. Either way at most
+    `max_in_flight` files (default `in_flight` of --jobs or the CPU count) are submitted and
+    not yet tallied, so memory does not grow with the number of files, and the report is the
+    same. --verify-numerics compares in this machine's processes.
+    """
+    if jobs is None:
+        options = check_options(inputs, options)
+        jobs = plan(inputs, options)
     workers = options.jobs or os.cpu_count() or 1
     start = time.perf_counter()
-    report = BatchReport(list(inputs), options, run_batch(jobs, options, workers, advance))
+    report = BatchReport(list(inputs), options, run_batch(jobs, options, workers, advance, executor, max_in_flight))
     if options.verify_numerics:
         todo = [m for m in report.modules if m.texts is not None]
         for module, outcome in zip(todo, compare_numerics(todo, options, workers)):
@@ -237,19 +266,30 @@ def run(
     return report
 
 
+def in_flight(workers: int) -> int:
+    """How many files a batch keeps submitted for `workers` that run them: two each, so none waits for its next."""
+    return 2 * workers
+
+
 def run_batch(
     jobs: Sequence[Job],
     options: RunOptions,
     workers: int,
     advance: Callable[[FileResult], None] = lambda result: None,
+    executor: Executor | None = None,
+    window: int | None = None,
 ) -> list[FileResult]:
-    """Process `jobs` in `workers` processes (in this one when 1); results in `jobs` order."""
+    """Process `jobs` in `workers` processes (in this one when 1), or as tasks on `executor`, at most
+    `window` (default `in_flight(workers)`) in flight; results in `jobs` order."""
+    window = window or in_flight(workers)
     results: dict[Job, FileResult] = {}
     suspects: list[Job] = []
-    if workers <= 1 or len(jobs) <= 1:
-        outcomes: Iterator[tuple[Job, FileResult | None]] = ((job, _work(job, options)) for job in jobs)
+    if executor is not None:
+        outcomes: Iterator[tuple[Job, FileResult | None]] = _on_executor(executor, jobs, options, window)
+    elif workers <= 1 or len(jobs) <= 1:
+        outcomes = ((job, _work(job, options)) for job in jobs)
     else:
-        outcomes = _in_pool(jobs, options, workers)
+        outcomes = _in_pool(jobs, options, workers, window)
     for job, result in outcomes:
         if result is None:
             suspects.append(job)
@@ -257,7 +297,7 @@ def run_batch(
         results[job] = result
         advance(result)
     for job in suspects:  # each alone in a fresh process: only the file that kills it is lost
-        ((_, result),) = _in_pool([job], options, 1)
+        ((_, result),) = _in_pool([job], options, 1, 1)
         results[job] = result if result is not None else _died(job)
         advance(results[job])
     return [results[job] for job in jobs]
@@ -278,8 +318,17 @@ def _work(job: Job, options: RunOptions) -> FileResult:
     return result
 
 
-def _died(job: Job) -> FileResult:
-    message = f"{job.path}: the worker process died while processing this file (crash or out of memory)"
+def _died(job: Job, lost: BaseException | None = None) -> FileResult:
+    """A file whose worker process died on it, or whose task an executor `lost` (its exception)."""
+    if lost is None or isinstance(lost, BrokenProcessPool):
+        message = f"{job.path}: the worker process died while processing this file (crash or out of memory)"
+    else:
+        message = f"{job.path}: the executor lost this file: {type(lost).__name__}: {lost}"
+    return _failed_file(job, message)
+
+
+def _failed_file(job: Job, message: str) -> FileResult:
+    """A file that was never processed, failed with `message`."""
     return FileResult(job.name, [ModuleResult(job.name, "failed", error={"message": message})])
 
 
@@ -299,28 +348,174 @@ def _terminated(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
-def _in_pool(jobs: Sequence[Job], options: RunOptions, workers: int) -> Iterator[tuple[Job, FileResult | None]]:
-    """(job, result) as files finish; result None when the pool broke while the job was in it."""
+def _as_completed(
+    executor: Executor, work: Callable[[Job], FileResult], jobs: Sequence[Job], window: int
+) -> Generator[tuple[Job, Future[FileResult]]]:
+    """(job, its future) as each `work(job)` on `executor` completes, at most `window` submitted and
+    not yet yielded; a submit that raises is a future holding its error. Closing it cancels the rest."""
     queue = list(reversed(jobs))
-    with _pool(workers) as pool:
-        running: dict[Future[FileResult], Job] = {}
+    running: dict[Future[FileResult], Job] = {}
+    try:
         while queue or running:
-            while queue and len(running) < 2 * workers:
+            while queue and len(running) < window:
                 job = queue.pop()
                 try:
-                    running[pool.submit(_work, job, options)] = job
-                except BrokenProcessPool:
-                    yield job, None
+                    future = executor.submit(work, job)
+                except Exception as err:  # a broken pool, an executor shut down
+                    future = Future()
+                    future.set_exception(err)
+                running[future] = job
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                job = running.pop(future)
+                yield running.pop(future), future
+    finally:
+        for future in running:
+            future.cancel()
+
+
+def _in_pool(
+    jobs: Sequence[Job], options: RunOptions, workers: int, window: int
+) -> Iterator[tuple[Job, FileResult | None]]:
+    """(job, result) as files finish; result None when the pool broke while the job was in it."""
+    left = dict.fromkeys(jobs)
+    with _pool(workers) as pool, closing(_as_completed(pool, partial(_work, options=options), jobs, window)) as done:
+        for job, future in done:
+            if isinstance(future.exception(), BrokenProcessPool):
+                break  # the pool is gone: what it held, and what it was still to get, are suspects
+            del left[job]
+            yield job, future.result()
+    yield from ((job, None) for job in left)
+
+
+def _on_executor(
+    executor: Executor, jobs: Sequence[Job], options: RunOptions, window: int
+) -> Iterator[tuple[Job, FileResult]]:
+    """(job, result) as files finish on `executor`; a task that fails (its worker lost) is its file's failure."""
+    task = _Task(options, os.getcwd())
+    with closing(_as_completed(executor, task, jobs, window)) as done:
+        for job, future in done:
+            try:
+                result = future.result()
+            except Exception as err:
+                result = _died(job, err)
+            yield job, result
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One batch's work on an executor's worker: each file processed by the worker's `_Child`, in
+    this batch's working directory (relative INPUTs and -o stay as they were given)."""
+
+    options: RunOptions
+    cwd: str
+    #: Dask's submit is pure by default: a task whose key (a hash of the function and its arguments) it
+    #: still holds gets the held result, stale for a file changed since; each batch's keys are its own.
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __dask_tokenize__(self) -> str:
+        return self.token
+
+    def __call__(self, job: Job) -> FileResult:
+        child = _CHILDREN.child
+        if child is None:
+            child = _CHILDREN.child = _Child()
+        result = child.process(self, job)
+        if result is None:
+            _CHILDREN.child = None
+            child.end()
+            return _died(job)
+        return result
+
+    def process(self, job: Job) -> FileResult:
+        """In the child: the file, as `_work` does it in a local worker."""
+        try:
+            os.chdir(self.cwd)
+        except OSError as err:
+            return _failed_file(
+                job,
+                f"{job.path}: this worker cannot reach the batch's directory {self.cwd} ({err.strerror}); "
+                "an executor's workers need the filesystem the batch was started on",
+            )
+        return _work(job, self.options)
+
+
+class _Child:
+    """A process forked from an executor's worker that processes its files one after another.
+
+    Long-lived, so the parser and the passes' caches stay warm as in a local worker; a file that
+    kills it (a crash in XLA, the OOM killer) costs that file only, and the worker forks a new one.
+    """
+
+    def __init__(self) -> None:
+        # One fork at a time: a child forked by another thread while this one's ends of the pipes are
+        # still open here would hold the reply pipe open, and this child's death would never read as EOF.
+        with _FORKING:
+            requests_read, requests_write = os.pipe()
+            replies_read, replies_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(requests_write)
+                os.close(replies_read)
+                _serve(requests_read, replies_write)
+            os.close(requests_read)
+            os.close(replies_write)
+        self._requests = os.fdopen(requests_write, "wb")
+        self._replies = os.fdopen(replies_read, "rb")
+        # When the worker drops it (its thread ended) or exits: ask it to stop and reap it.
+        self.end = weakref.finalize(self, _end, os.getpid(), pid, self._requests, self._replies)
+
+    def process(self, task: _Task, job: Job) -> FileResult | None:
+        """The child's result for `job`, or None when it died on it."""
+        try:
+            pickle.dump((task, job), self._requests, protocol=pickle.HIGHEST_PROTOCOL)
+            self._requests.flush()
+            result: FileResult = pickle.load(self._replies)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            return None
+        return result
+
+
+def _end(owner: int, pid: int, *pipes: BinaryIO) -> None:
+    """Stop and reap a child; only in the worker that forked it (a later child, forked from another
+    thread, drops its copy of this one too)."""
+    if os.getpid() != owner:
+        return
+    for pipe in pipes:
+        with suppress(OSError):
+            pipe.close()
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)  # idle, it exits; caught writing, it removes its temporary file first
+    with suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+class _Children(threading.local):
+    """Each thread of an executor's worker has its own child (Dask runs tasks in several threads)."""
+
+    child: _Child | None = None
+
+
+_CHILDREN = _Children()
+_FORKING = threading.Lock()
+
+
+def _serve(requests: int, replies: int) -> NoReturn:
+    """The child's loop: (task, job) in, the file's result out, until the worker closes the pipe."""
+    _on_terminate_discard_writes()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle; it then closes the pipe
+    code = 0
+    try:
+        with os.fdopen(requests, "rb") as inbox, os.fdopen(replies, "wb") as outbox:
+            while True:
                 try:
-                    yield job, future.result()
-                except BrokenProcessPool:
-                    yield job, None
-            if done and any(isinstance(f.exception(), BrokenProcessPool) for f in done):
-                yield from ((job, None) for job in reversed(queue))
-                for future, job in running.items():
-                    future.cancel()
-                    yield job, None
-                return
+                    task, job = pickle.load(inbox)
+                except EOFError:
+                    break
+                pickle.dump(task.process(job), outbox, protocol=pickle.HIGHEST_PROTOCOL)
+                outbox.flush()
+    except BaseException:  # a bug: in the worker's log, and the worker reports the file as lost
+        traceback.print_exc()
+        sys.stderr.flush()
+        code = 1
+    finally:
+        os._exit(code)

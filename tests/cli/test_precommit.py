@@ -89,6 +89,7 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         PIP_NO_INDEX="1",
         PIP_NO_BUILD_ISOLATION="0",  # pip reads 0 as "build without isolation": no setuptools from an index
         VIRTUALENV_SYSTEM_SITE_PACKAGES="1",
+        VIRTUALENV_SETUPTOOLS="bundle",  # the build backend: virtualenv seeds it for Python < 3.12 only by default
     )
     if sys.prefix != sys.base_prefix:
         lent = tmp_path_factory.mktemp("venv-packages")

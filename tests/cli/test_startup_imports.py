@@ -1,4 +1,4 @@
-"""``hloopt --version``, ``--help`` and ``hloopt passes`` start without numpy, lark or jax (issue #10 §1)."""
+"""``hloopt --version``, ``--help`` and ``hloopt passes`` start without numpy, lark, jax or dask (issue #10 §1)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from click.utils import make_default_short_help
 
 from hloopt.cli.main import main
 
-HEAVY = ("numpy", "lark", "jax", "jaxlib", "ml_dtypes")
+HEAVY = ("numpy", "lark", "jax", "jaxlib", "ml_dtypes", "dask", "distributed")
 
 
 def imported_modules(*args: str) -> set[str]:
@@ -38,7 +38,7 @@ def imported_modules(*args: str) -> set[str]:
         pytest.param(["passes"], id="passes"),
     ],
 )
-def test_starts_without_numpy_lark_or_jax(args: list[str]) -> None:
+def test_starts_without_numpy_lark_jax_or_dask(args: list[str]) -> None:
     modules = imported_modules(*args)
     assert "hloopt.cli.main" in modules  # the report was read
     assert sorted(m for m in modules if m.partition(".")[0] in HEAVY) == []
