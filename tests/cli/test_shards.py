@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_invoke import invoke
 from hlo_text import hlo
 
-from hloopt.cli.main import main
 from hloopt.driver.batch import Shard, plan
 from hloopt.driver.flow import RunOptions
 
@@ -27,12 +26,6 @@ PLAIN = hlo("""
       ROOT p = f32[2] parameter(0)
     }
     """)
-
-
-def invoke(*args: object) -> Result:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.stderr
-    return result
 
 
 @pytest.fixture

@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_invoke import invoke
 from hlo_text import hlo
 
 from hloopt import parse
-from hloopt.cli.main import main
 from hloopt.support.formats import Format
 from hloopt.xla import formats
 
@@ -41,12 +40,6 @@ BAD = hlo("""
 
 def chunked(*modules: str) -> str:
     return "// -----\n".join(modules)
-
-
-def invoke(*args: object) -> Result:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.stderr
-    return result
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

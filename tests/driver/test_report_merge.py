@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner, Result
+from cli_invoke import invoke
 from hlo_text import hlo
 
 from hloopt.cli.main import main
@@ -27,12 +27,6 @@ BF16 = hlo("""
     }
     """)
 BAD = "HloModule bad\n"
-
-
-def invoke(*args: object) -> Result:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.stderr
-    return result
 
 
 @pytest.fixture
