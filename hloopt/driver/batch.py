@@ -41,12 +41,15 @@ from contextlib import closing, suppress
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 from hloopt.driver import report as reports
 from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, compare_numerics, process_file
 from hloopt.errors import HloError
 from hloopt.support.fileio import check_output, discard_partial_writes, make_directories
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
 
 DEFAULT_GLOBS = ("*.hlo", "*.txt", "*.pb", "*.mlir", "*.mlirbc")
 
@@ -349,22 +352,22 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _as_completed(
-    executor: Executor, work: Callable[[Job], FileResult], jobs: Sequence[Job], window: int
-) -> Generator[tuple[Job, Future[FileResult]]]:
-    """(job, its future) as each `work(job)` on `executor` completes, at most `window` submitted and
-    not yet yielded; a submit that raises is a future holding its error. Closing it cancels the rest."""
-    queue = list(reversed(jobs))
-    running: dict[Future[FileResult], Job] = {}
+    executor: Executor, work: Callable[[_Item], _Result], queue: list[_Item], window: int
+) -> Generator[tuple[_Item, Future[_Result]]]:
+    """(item, its future) as each `work(item)` on `executor` completes, taking items from the end of
+    `queue` (what is left there was never submitted), at most `window` submitted and not yet
+    yielded; a submit that raises is a future holding its error. Closing it cancels the rest."""
+    running: dict[Future[_Result], _Item] = {}
     try:
         while queue or running:
             while queue and len(running) < window:
-                job = queue.pop()
+                item = queue.pop()
                 try:
-                    future = executor.submit(work, job)
+                    future = executor.submit(work, item)
                 except Exception as err:  # a broken pool, an executor shut down
                     future = Future()
                     future.set_exception(err)
-                running[future] = job
+                running[future] = item
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 yield running.pop(future), future
@@ -373,18 +376,46 @@ def _as_completed(
             future.cancel()
 
 
+#: At most this many files per task in local worker processes: a task per small file costs the
+#: queues, threads and pickling of ProcessPoolExecutor more than the file's own parse and print.
+_FILES_PER_TASK = 16
+
+
+def _tasks(jobs: Sequence[Job], workers: int) -> list[tuple[Job, ...]]:
+    """`jobs` in tasks of consecutive files, small enough that every worker gets several."""
+    size = max(1, min(_FILES_PER_TASK, len(jobs) // (4 * workers)))
+    return [tuple(jobs[i : i + size]) for i in range(0, len(jobs), size)]
+
+
+def _work_all(jobs: tuple[Job, ...], options: RunOptions) -> list[FileResult]:
+    return [_work(job, options) for job in jobs]
+
+
 def _in_pool(
     jobs: Sequence[Job], options: RunOptions, workers: int, window: int
 ) -> Iterator[tuple[Job, FileResult | None]]:
-    """(job, result) as files finish; result None when the pool broke while the job was in it."""
-    left = dict.fromkeys(jobs)
-    with _pool(workers) as pool, closing(_as_completed(pool, partial(_work, options=options), jobs, window)) as done:
-        for job, future in done:
-            if isinstance(future.exception(), BrokenProcessPool):
-                break  # the pool is gone: what it held, and what it was still to get, are suspects
-            del left[job]
-            yield job, future.result()
-    yield from ((job, None) for job in left)
+    """(job, result) as files finish; result None for the files a worker held when the pool broke.
+
+    The files not yet sent to the broken pool go on in a new one.
+    """
+    todo = list(jobs)
+    while todo:
+        queue = list(reversed(_tasks(todo, workers)))
+        finished: set[Job] = set()
+        with (
+            _pool(workers) as pool,
+            closing(_as_completed(pool, partial(_work_all, options=options), queue, window)) as done,
+        ):
+            for task, future in done:
+                if isinstance(future.exception(), BrokenProcessPool):
+                    break  # the pool is gone: the files its workers held are suspects
+                for job, result in zip(task, future.result()):
+                    finished.add(job)
+                    yield job, result
+        unsent = [job for task in reversed(queue) for job in task]
+        left = finished.union(unsent)
+        yield from ((job, None) for job in todo if job not in left)
+        todo = unsent
 
 
 def _on_executor(
@@ -392,7 +423,7 @@ def _on_executor(
 ) -> Iterator[tuple[Job, FileResult]]:
     """(job, result) as files finish on `executor`; a task that fails (its worker lost) is its file's failure."""
     task = _Task(options, os.getcwd())
-    with closing(_as_completed(executor, task, jobs, window)) as done:
+    with closing(_as_completed(executor, task, list(reversed(jobs)), window)) as done:
         for job, future in done:
             try:
                 result = future.result()

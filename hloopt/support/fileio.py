@@ -154,14 +154,15 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     except OSError as err:
         raise write_error(target, err) from None
     try:
+        existing = _mode(target)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if target.exists():
-            os.chmod(temp, target.stat().st_mode & 0o7777)
-        else:
-            os.chmod(temp, 0o666 & ~_umask())
+            if isinstance(existing, int):
+                # Replacing a file: on disk before the rename, so a crash leaves the old one or the new one.
+                # A new file lost in a crash costs the user nothing, and thousands of fsyncs cost a batch much.
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.chmod(temp, existing & 0o7777 if isinstance(existing, int) else 0o666 & ~_umask())
         os.replace(temp, target)
     except BaseException as err:
         Path(temp).unlink(missing_ok=True)

@@ -78,13 +78,13 @@ def test_a_worker_terminated_mid_write_leaves_no_temporary_file(
     src.mkdir()
     for name in ("boom.hlo", "slow.hlo"):
         (src / name).write_text(PLAIN)
-    fsync = os.fsync
+    replace = os.replace
 
-    def slow_fsync(fd: int) -> None:
-        time.sleep(3)
-        fsync(fd)
+    def slow_replace(source: str, destination: str) -> None:
+        time.sleep(3)  # the temporary file is written whole and waits to be renamed
+        replace(source, destination)
 
-    monkeypatch.setattr(os, "fsync", slow_fsync)  # forked workers inherit both patches
+    monkeypatch.setattr(os, "replace", slow_replace)  # forked workers inherit both patches
     monkeypatch.setattr(batch, "process_file", _dies_on_boom_a_moment_later)
     results = modules(run_batch(discover(src), RunOptions(output=str(out)), workers=2))
     assert [r.status for r in results] == ["failed", "changed"]
