@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from typing import Any, TypeAlias
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from hloopt.ir.element_types import (
     BY_NAME,
@@ -24,8 +22,12 @@ from hloopt.ir.element_types import (
     Kind,
     numpy_dtype,
 )
-from hloopt.ir.numbers import NumberScan, scan_numbers
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, literal_parts
+
+if TYPE_CHECKING:  # numpy is imported when a literal is first scanned or decoded, not for `hloopt run`'s start-up
+    import numpy as np
+
+    from hloopt.ir.numbers import NumberScan
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _ELEMENT = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,{}()]+")
@@ -34,7 +36,7 @@ _COMPLEX_ELEMENT = re.compile(r"\(\s*([^\s,()]+)\s*,\s*([^\s,()]+)\s*\)")
 SEPARATORS = str.maketrans({",": " ", "{": " ", "}": " "})
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 
-LiteralValue: TypeAlias = np.ndarray | tuple["LiteralValue", ...]
+LiteralValue: TypeAlias = "np.ndarray | tuple[LiteralValue, ...]"
 
 
 class LiteralError(ValueError):
@@ -238,7 +240,11 @@ def _check_tokens(body: str, kind: Kind) -> None:
 
 
 def _check_array(body: str, shape: ArrayShape) -> None:
-    scan = scan_numbers(body) if len(body) >= _SCAN_FROM and "(" not in body else None
+    scan = None
+    if len(body) >= _SCAN_FROM and "(" not in body:
+        from hloopt.ir.numbers import scan_numbers
+
+        scan = scan_numbers(body)
     if scan is None:
         _check_tokens(body, BY_NAME[shape.element_type].kind)
     if shape.element_type in COMPLEX_TYPES:
@@ -312,6 +318,7 @@ _FLOATS = [row for row in ROWS if row.kind is Kind.FLOAT]
 _PAYLOAD_BITS = {row.name: row.mantissa_bits for row in _FLOATS if row.nan_payload}
 #: Below 10**digits a value is finite in the type whatever its rounding: no conversion needed.
 _SAFE_DIGITS = {row.name: row.safe_digits for row in _FLOATS}
+_SAFE_LIMITS = {name: 10.0**digits for name, digits in _SAFE_DIGITS.items()}
 #: Literal texts at least this long are scanned with numpy (`scan_numbers`); shorter ones are read by Python.
 _SCAN_FROM = 4096
 #: A whole token `inf`, `-inf`, `nan` or `-nan` (not `infinity`, not `nan(0x1)`).
@@ -334,10 +341,13 @@ def _integer_range(element_type: str) -> tuple[int, int]:
     return low, int(row.highest)
 
 
-_INT64 = np.iinfo(np.int64)
+#: C's strtoll saturates out-of-range values to these.
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> None:
+    import numpy as np
+
     low, high = _integer_range(element_type)
     if (
         scan is not None
@@ -348,7 +358,7 @@ def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> No
     ):
         return  # every value has fewer digits than the bound on its side (a negative one: than |low|)
     fast = _c_numbers(body, np.int64) if element_type != "u64" and len(body) >= _SCAN_FROM else None
-    if fast is not None and fast.size and (fast.min() == _INT64.min or fast.max() == _INT64.max):
+    if fast is not None and fast.size and (fast.min() == _INT64_MIN or fast.max() == _INT64_MAX):
         fast = None  # C's strtoll saturates out-of-range values to the int64 bounds: read those in Python
     if fast is not None:
         values = [int(fast.min()), int(fast.max())] if fast.size else []
@@ -366,12 +376,20 @@ def _check_integers(body: str, element_type: str, scan: NumberScan | None) -> No
 
 
 def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
+    import numpy as np
+
     element_type = shape.element_type
     part_type = COMPLEX_PARTS.get(element_type, element_type)
     safe_digits = _SAFE_DIGITS.get(part_type)
     if scan is not None and safe_digits is not None and scan.integer_digits + scan.exponent <= safe_digits:
         return  # every finite value is below 10**safe_digits (inf and nan are allowed)
-    numbers = _c_numbers(body, np.float64) if len(body) >= _SCAN_FROM else _python_floats(body)
+    if len(body) >= _SCAN_FROM:
+        numbers = _c_numbers(body, np.float64)
+    else:
+        values = _python_floats(body)
+        if values is not None and safe_digits is not None and all(abs(v) < _SAFE_LIMITS[part_type] for v in values):
+            return  # most constants are a few small numbers: no array needed (inf and nan fail `<`)
+        numbers = None if values is None else np.array(values, dtype=np.float64)
     if numbers is not None:
         finite = np.isfinite(numbers)
         if not finite.all():
@@ -428,16 +446,18 @@ def _check_floats(body: str, shape: ArrayShape, scan: NumberScan | None) -> None
         )
 
 
-def _python_floats(body: str) -> np.ndarray | None:
+def _python_floats(body: str) -> list[float] | None:
     """The numbers of a short literal read by Python's float(), or None if one is not a number."""
     try:
-        return np.array([float(t) for t in body.translate(SEPARATORS).split()], dtype=np.float64)
+        return [float(t) for t in body.translate(SEPARATORS).split()]
     except ValueError:
         return None
 
 
 def _c_numbers(body: str, dtype: type[np.int64 | np.float64]) -> np.ndarray | None:
     """All numbers of a long literal parsed in C, or None when it needs the careful path."""
+    import numpy as np
+
     if "(" in body:
         return None
     import warnings
@@ -464,6 +484,8 @@ def _stored_floats(doubles: np.ndarray, element_type: str) -> np.ndarray:
 
 
 def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
+    import numpy as np
+
     dtype = numpy_dtype(element_type)
     payload_tokens = [i for i, t in enumerate(tokens) if "(" in t]
     if not payload_tokens:
@@ -482,6 +504,8 @@ def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
 
 
 def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
+    import numpy as np
+
     body = strip_comments(text)
     element_type = shape.element_type
     dtype = numpy_dtype(element_type)
@@ -538,6 +562,8 @@ _MAX_DIGITS10 = {row.name: row.max_digits10 for row in _FLOATS}
 
 def format_float(value: Any, element_type: str) -> str:
     """One float as XLA prints it: shortest ``%g`` that reads back, NaN payloads kept."""
+    import numpy as np
+
     as_double = float(value)
     if math.isnan(as_double):
         dtype = numpy_dtype(element_type)
@@ -582,6 +608,8 @@ def _narrow_float_text(as_double: float, element_type: str) -> str:
 
 def _reads_back(text: str, as_double: float, element_type: str) -> bool:
     """Whether XLA's parser stores `text` as the `element_type` value `as_double` (a finite one)."""
+    import numpy as np
+
     if element_type == "f8e8m0fnu":  # the one type where numpy's cast is not XLA's: see `_stored_floats`
         read, exact = _stored_floats(np.array([float(text), as_double]), element_type)
         return bool(read == exact)
@@ -636,6 +664,7 @@ def _format_array(array: np.ndarray, element_type: str) -> str:
 
 def format_literal(value: LiteralValue, shape: Shape) -> str:
     """Literal text in XLA's one-line print style (tuples at any depth)."""
+    import numpy as np
 
     def leaf(item: tuple[object, Shape]) -> str:
         element_type = _array_shape(item[1]).element_type

@@ -161,7 +161,8 @@ class Assembly:
                 if declared is None:
                     declared_at = self._locations.operand(arguments, name, declared_text)
                     declared = self._shapes.read(declared_text, declared_at)
-                if not compatible(declared, operand.shape):
+                # Shapes are interned by text: most operands are declared as the very shape they have.
+                if declared is not operand.shape and not compatible(declared, operand.shape):
                     message = (
                         f"The declared operand shape {declared.to_text()} is not compatible with the shape "
                         f"of the operand instruction {operand.shape.to_text()}."

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from sys import intern
 from typing import cast
 
 from lark import Lark, Token, Transformer
@@ -249,6 +250,10 @@ def _splitters() -> Splitters:
 
 def _attribute_pattern() -> re.Pattern[str]:
     return _splitters().attribute
+
+
+#: Attributes whose values name computations or instructions (the rest stay text as written).
+_RESOLVED_LATER = INSTRUCTION_LIST_ATTRIBUTES | COMPUTATION_ATTRIBUTES | COMPUTATION_LIST_ATTRIBUTES
 
 
 def _operand_item(name: str, declared: str | None) -> OperandItem:
@@ -493,7 +498,8 @@ class _Parse:
             # XLA's parser gives these the shape token[] whatever the text says (old
             # dumps write `(data, token[])` or `()`); keep the two in agreement.
             shape = ArrayShape("token")
-        instruction = Instruction(name, opcode, shape, (), {}, literal, parameter_number)
+        # Opcodes and attribute names repeat on every line: one string each, not one per instruction.
+        instruction = Instruction(name, intern(opcode), shape, (), {}, literal, parameter_number)
         self._pending[instruction] = (operands, None, args_pos)
         return instruction
 
@@ -509,14 +515,19 @@ class _Parse:
         self.locations.attribute_runs[instruction] = base + position
         seen: set[str] = set()
         forward: list[str] = []
+        attributes = instruction.attributes
         while match is not None:
             position = match.end()
             key, value = attribute(match.group())
+            key = intern(key)
             if key in seen:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
                 raise self.error(where, f"attribute {key} already exists")
             seen.add(key)
-            self._set_attribute(instruction, key, value, base + position - len(value), forward)
+            if key in _RESOLVED_LATER:
+                self._set_attribute(instruction, key, value, base + position - len(value), forward)
+            else:
+                attributes[key] = value
             match = attribute_re.match(text, position)
         if forward:
             self.assembly.hold_callees(instruction, forward)
@@ -525,17 +536,15 @@ class _Parse:
     def _set_attribute(
         self, instruction: Instruction, key: str, value: str, value_pos: int, forward: list[str]
     ) -> None:
-        """Record one attribute; names of callees and control predecessors are resolved later."""
+        """Record one attribute of `_RESOLVED_LATER`: names of callees and control predecessors."""
         if key in INSTRUCTION_LIST_ATTRIBUTES:
             self.assembly.hold_control_predecessors(instruction, value)
         elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
             body = cast("list[Instruction]", self._sub_parse(value, "inline_body", value_pos))
             instruction.attributes[key] = self.assembly.inline_computation(body, value_pos)
-        elif key in COMPUTATION_ATTRIBUTES or key in COMPUTATION_LIST_ATTRIBUTES:
+        else:
             instruction.attributes[key] = value  # resolved when the module closes: callees may come later
             forward.append(key)
-        else:
-            instruction.attributes[key] = value
 
     # -- computations and module -----------------------------------------------
     def computation(self, children: list[Token | _Signature | Instruction | None]) -> Computation:

@@ -8,6 +8,7 @@ line. Attribute values hloopt does not model are printed exactly as parsed.
 from __future__ import annotations
 
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module, ProgramLayout
+from hloopt.ir.shape import Shape
 
 #: XLA's order of module header attributes (``HloModule::Print``).
 _HEADER_ORDER = (
@@ -71,21 +72,38 @@ def _attribute_text(value: object) -> str:
     raise TypeError(f"cannot print attribute value {value!r}")
 
 
-def print_instruction(instruction: Instruction, is_root: bool = False) -> str:
+#: A print's shape texts by the shape's id: its instructions keep every shape alive while it runs, and
+#: interned shapes repeat, so each is spelled once without hashing its fields.
+_ShapeTexts = dict[int, tuple[Shape, str]]
+
+
+def _shape_text(shape: Shape, texts: _ShapeTexts) -> str:
+    known = texts.get(id(shape))
+    if known is not None and known[0] is shape:
+        return known[1]
+    text = shape.to_text()
+    texts[id(shape)] = (shape, text)
+    return text
+
+
+def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
     """One instruction line, without indentation."""
-    parts = ["ROOT " if is_root else "", "%", instruction.name, " = "]
-    if instruction.shape is not None:
-        parts += [instruction.shape.to_text(), " "]
-    parts.append(instruction.opcode)
-    if instruction.literal is not None:
-        parts += ["(", instruction.literal.text, ")"]
-    elif instruction.parameter_number is not None:
-        parts += ["(", str(instruction.parameter_number), ")"]
+    shape = instruction.shape
+    head = "ROOT %" if is_root else "%"
+    if shape is not None:
+        line = f"{head}{instruction.name} = {_shape_text(shape, {} if shape_texts is None else shape_texts)} {instruction.opcode}("
     else:
-        parts += ["(", _operand_list(instruction.operands), ")"]
-    for key, value in instruction.attributes.items():
-        parts += [", ", key, "=", _attribute_text(value)]
-    return "".join(parts)
+        line = f"{head}{instruction.name} = {instruction.opcode}("
+    if instruction.literal is not None:
+        line += instruction.literal.text
+    elif instruction.parameter_number is not None:
+        line += str(instruction.parameter_number)
+    else:
+        line += _operand_list(instruction.operands)
+    if not instruction.attributes:
+        return line + ")"
+    attributes = (f", {key}={_attribute_text(value)}" for key, value in instruction.attributes.items())
+    return line + ")" + "".join(attributes)
 
 
 def _signature(computation: Computation) -> str:
@@ -99,10 +117,11 @@ def _signature(computation: Computation) -> str:
     return f" ({listed}) -> {root.shape.to_text(with_layout=False)}"
 
 
-def print_computation(computation: Computation) -> str:
+def print_computation(computation: Computation, shape_texts: _ShapeTexts | None = None) -> str:
     lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation)} {{"]
     root = computation.root
-    lines.extend("  " + print_instruction(i, i is root) for i in computation.instructions)
+    texts: _ShapeTexts = {} if shape_texts is None else shape_texts
+    lines.extend("  " + print_instruction(i, i is root, texts) for i in computation.instructions)
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"
@@ -115,5 +134,6 @@ def print_module(module: Module) -> str:
     chunks = [_header(module)]
     if module.stack_frames:
         chunks.append(module.stack_frames + "\n")
-    chunks.extend(print_computation(c) for c in module.computations)
+    shape_texts: _ShapeTexts = {}
+    chunks.extend(print_computation(c, shape_texts) for c in module.computations)
     return "\n\n".join(chunks) + "\n\n"

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from hloopt.ir.literal import LiteralError
@@ -133,36 +134,64 @@ def split_top(text: str) -> list[str]:
     return parts
 
 
+@dataclass(frozen=True, slots=True)
+class _OpcodeChecks:
+    """What `_check_instruction` asks of every instruction of one opcode, worked out once per opcode."""
+
+    base: str
+    suffix: str | None
+    allowed: frozenset[str]
+    required: tuple[str, ...]
+    checks: tuple[Callable[[Instruction], None], ...]
+    custom_call: bool
+    async_form: bool
+
+
+@cache
+def _opcode_checks(opcode: str) -> _OpcodeChecks:
+    """KeyError for an opcode XLA's parser does not know."""
+    base, suffix = base_opcode(opcode)
+    own = suffix in (None, "-start")  # an op's own checks: on it, and on the sugar start that wraps it
+    return _OpcodeChecks(
+        base,
+        suffix,
+        allowed_attributes(opcode),
+        tuple(sorted(required_attributes(opcode))),
+        _CHECKS.get(base, ()) if own else (),
+        own and base == "custom-call",
+        base in ASYNC_WRAPPERS or suffix is not None,
+    )
+
+
 def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> None:
-    opcode = instruction.opcode
     try:
-        base, suffix = base_opcode(opcode)
+        facts = _opcode_checks(instruction.opcode)
     except KeyError:
-        raise _fail(instruction, f"unknown opcode {opcode}") from None
-    allowed = allowed_attributes(opcode)
-    for key in instruction.attributes:
-        if key not in allowed:
-            names = ", ".join(sorted(allowed))
-            raise _fail(instruction, f'unexpected attribute "{key}". Allowed attributes: {names}', key)
-    for key in sorted(required_attributes(opcode) - instruction.attributes.keys()):
-        raise _fail(instruction, f"attribute {key} is expected but not seen")
-    if "parameter_replication" in instruction.attributes:
+        raise _fail(instruction, f"unknown opcode {instruction.opcode}") from None
+    attributes = instruction.attributes
+    if not facts.allowed.issuperset(attributes):
+        key = next(key for key in attributes if key not in facts.allowed)
+        names = ", ".join(sorted(facts.allowed))
+        raise _fail(instruction, f'unexpected attribute "{key}". Allowed attributes: {names}', key)
+    for key in facts.required:
+        if key not in attributes:
+            raise _fail(instruction, f"attribute {key} is expected but not seen")
+    if "parameter_replication" in attributes:
         _check_parameter_replication(instruction)
-    if suffix in (None, "-start"):
-        for check in _CHECKS.get(base, ()):
-            check(instruction)
-        if base == "custom-call":
-            _check_custom_call(instruction, parse_shape)
-    if "sharding" in instruction.attributes:
+    for check in facts.checks:
+        check(instruction)
+    if facts.custom_call:
+        _check_custom_call(instruction, parse_shape)
+    if "sharding" in attributes:
         _check_sharding(instruction)
-    if "replica_groups" in instruction.attributes:
+    if "replica_groups" in attributes:
         _check_iota_replica_groups(instruction)
-    if base in ASYNC_WRAPPERS or suffix is not None:
-        _check_async(instruction, base, suffix)
-    if "result_accuracy" in instruction.attributes:
+    if facts.async_form:
+        _check_async(instruction, facts.base, facts.suffix)
+    if "result_accuracy" in attributes:
         _check_result_accuracy(instruction)
     for key, check in _MAP_CHECKS.items():
-        value = instruction.attributes.get(key)
+        value = attributes.get(key)
         if value is not None:
             try:
                 check(str(value), key)

@@ -1,9 +1,11 @@
-"""``hloopt --version``, ``--help`` and ``hloopt passes`` start without numpy, lark, jax or dask (issue #10 §1)."""
+"""``hloopt --version``, ``--help`` and ``hloopt passes`` start without numpy, lark, jax or dask (issue #10 §1);
+``hloopt run`` on a module without constants imports lark but not numpy (issue 14: start-up)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -15,7 +17,7 @@ from hloopt.cli.main import main
 HEAVY = ("numpy", "lark", "jax", "jaxlib", "ml_dtypes", "dask", "distributed")
 
 
-def imported_modules(*args: str) -> set[str]:
+def imported_modules(*args: str, cwd: Path | None = None) -> set[str]:
     """Every module ``python -X importtime -m hloopt ARGS`` imports (its report goes to stderr)."""
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "hloopt", *args],
@@ -23,6 +25,7 @@ def imported_modules(*args: str) -> set[str]:
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=cwd,
     )
     assert result.returncode == 0, result.stderr
     rows = (line.rpartition("|")[2] for line in result.stderr.splitlines() if line.startswith("import time:"))
@@ -55,3 +58,13 @@ def test_lazy_summaries_say_what_the_commands_say(name: str) -> None:
     listing = HelpFormatter()
     main.format_commands(click.Context(main), listing)
     assert name in listing.getvalue()
+
+
+def test_run_on_a_module_without_constants_does_not_import_numpy(tmp_path: Path) -> None:
+    """numpy waits for the first literal to scan or decode: a third of a one-instruction run's start-up."""
+    (tmp_path / "one.hlo").write_text(
+        "HloModule m\n\nENTRY %e (p: f32[]) -> f32[] {\n  ROOT %p = f32[] parameter(0)\n}\n"
+    )
+    modules = imported_modules("run", "one.hlo", cwd=tmp_path)
+    assert "hloopt.text.parser" in modules and "lark" in modules
+    assert sorted(m for m in modules if m.partition(".")[0] in HEAVY and m.partition(".")[0] != "lark") == []
