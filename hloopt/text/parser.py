@@ -93,6 +93,21 @@ def check_name(name: str, written: str, offset: int, error: Callable[[int, str],
         raise error(offset, f"illegal instruction name: {name}; suggest renaming to: {name}_")
 
 
+#: The common instruction, canonical text without comments: `ROOT %name = type[dims]{layout} opcode(`,
+#: then arguments with no parentheses, strings or nested brackets, then `)`. Where it matches, the
+#: grammar's HEAD and ARGS match the same spans (they allow more); elsewhere the splitter reads the line.
+_CANONICAL = re.compile(
+    r"\s*+((ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
+    r"([a-z][a-z0-9]*\[[^\[\]{}()]*\](?:\{[0-9:][^{}()]*\})?)\s+([a-z][a-z0-9\-]*)\()"
+    r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*\]|\{[^{}()\[\]\"'/]*\})*+)\)"
+)
+#: The common attribute: `, name=value`, the value bare text, strings and `{...}` groups holding text,
+#: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same.
+_CANONICAL_ATTRIBUTE = re.compile(
+    r", ([A-Za-z_][A-Za-z0-9_.\-]*)=("
+    r"(?:[^\s,{}()\[\]\"']++|\"(?:[^\"\\]|\\.)*+\"|\{(?:[^{}()\[\]\"']++|\"(?:[^\"\\]|\\.)*+\"|\[[^\[\]{}()\"']*\])*+\})++"
+    r")(?=[,\n]|\Z)"
+)
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -333,13 +348,19 @@ class _Parse:
         text = str(token)
         base = self.position(token)
         splitters = _splitters()
+        canonical = _CANONICAL.match
         instructions: list[Instruction] = []
         position = 1
-        spans = splitters.split(text, position)
-        while spans is not None:
-            instruction, position = self._instruction(text, spans, base)
+        while True:
+            match = canonical(text, position)
+            if match is not None:
+                instruction, position = self._canonical_instruction(text, match, base)
+            else:
+                spans = splitters.split(text, position)
+                if spans is None:
+                    break
+                instruction, position = self._instruction(text, spans, base)
             instructions.append(instruction)
-            spans = splitters.split(text, position)
         gap = splitters.gap.match(text, position)
         if gap is None or gap.end() != len(text) - 1:
             raise _Relex  # the lexer would not have split this body so: let it lex one instruction at a time
@@ -357,7 +378,7 @@ class _Parse:
     def _instruction(self, text: str, spans: Spans, base: int) -> tuple[Instruction, int]:
         """Build the instruction whose head and arguments are at `spans` in `text` (which starts at
         `base` in the whole text) with the attributes that follow; also return where it ends."""
-        head_start, head_end, args_start, args_end = spans
+        head_start, head_end, _, _ = spans
         head = text[head_start:head_end]
         head_pos = base + head_start
         parts = _PLAIN_HEAD.fullmatch(head) if "/*" not in head else None
@@ -369,6 +390,34 @@ class _Parse:
         else:
             root, name, shape_text, shape_pos, opcode, opcode_pos = self._commented_head(head, head_pos)
         shape = self.shapes.read(shape_text, shape_pos) if shape_text else None
+        return self._arguments_and_attributes(text, base, head_pos, root, name, shape, opcode, opcode_pos, spans)
+
+    def _canonical_instruction(self, text: str, match: re.Match[str], base: int) -> tuple[Instruction, int]:
+        """The instruction `_CANONICAL` matched in `text` (at `base` in the whole text), and where it ends."""
+        head_pos = base + match.start(1)
+        root, name, shape_text, opcode = match.group(2, 3, 4, 5)
+        if name in _NOT_NAMES:
+            self._check_head_name(match.group(1), head_pos, match.start(3) - match.start(1))
+        shape = self.shapes.read(shape_text, base + match.start(4))
+        spans = (match.start(1), match.end(1), match.end(1), match.end())
+        return self._arguments_and_attributes(
+            text, base, head_pos, root, name, shape, opcode, base + match.start(5), spans
+        )
+
+    def _arguments_and_attributes(
+        self,
+        text: str,
+        base: int,
+        head_pos: int,
+        root: str | None,
+        name: str,
+        shape: Shape | None,
+        opcode: str,
+        opcode_pos: int,
+        spans: Spans,
+    ) -> tuple[Instruction, int]:
+        """The instruction of a head already read, with its arguments and attributes; and where it ends."""
+        _, _, args_start, args_end = spans
         args_pos = base + args_start
         body = text[args_start : args_end - 1]
         if opcode == "constant":
@@ -509,7 +558,8 @@ class _Parse:
         Attribute offsets are found again only for an error.
         """
         attribute_re = _splitters().attribute
-        match = attribute_re.match(text, position)
+        canonical = _CANONICAL_ATTRIBUTE.match
+        match = canonical(text, position) or attribute_re.match(text, position)
         if match is None:
             return position
         self.locations.attribute_runs[instruction] = base + position
@@ -518,7 +568,7 @@ class _Parse:
         attributes = instruction.attributes
         while match is not None:
             position = match.end()
-            key, value = attribute(match.group())
+            key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
             key = intern(key)
             if key in seen:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
@@ -528,7 +578,7 @@ class _Parse:
                 self._set_attribute(instruction, key, value, base + position - len(value), forward)
             else:
                 attributes[key] = value
-            match = attribute_re.match(text, position)
+            match = canonical(text, position) or attribute_re.match(text, position)
         if forward:
             self.assembly.hold_callees(instruction, forward)
         return position

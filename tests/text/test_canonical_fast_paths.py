@@ -1,0 +1,100 @@
+"""The parser's fast paths for canonical lines read exactly what the grammar's terminals read.
+
+`_CANONICAL` (an instruction's head and arguments) and `_CANONICAL_ATTRIBUTE` (one attribute) are
+tried before the grammar's HEAD+ARGS and ATTR regexes; wherever they match, the spans, names and
+values must be the grammar's: checked on hand-picked lines and on every line of the shared corpus.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import hloopt
+from hloopt.ir.module import Instruction
+from hloopt.text import parser
+from hloopt.text.splitting import attribute
+
+LINES = [
+    '%add.1 = f32[2,3]{1,0} add(f32[2,3]{1,0} %a, f32[2,3]{1,0} %b), metadata={op_name="x, y" source_line=3}',
+    "ROOT %t = f32[] constant(1.5)",
+    "%p = bf16[8]{0} parameter(0), sharding={devices=[2]0,1}",
+    '%c = s32[3]{0} constant({1, 2, 3}), frontend_attributes={_xla="a"}, backend_config="{\\"k\\": 1}"',
+    "%r = f32[] reduce(f32[4]{0} %x, f32[] %z), dimensions={0}, to_apply=%sum",
+]
+
+
+def _check_everywhere(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Check both fast paths against the grammar's regexes wherever the parser uses them; how often."""
+    counts = {"instructions": 0, "attributes": 0}
+    canonical_instruction = parser._Parse._canonical_instruction
+    add_attributes = parser._Parse._add_attributes
+
+    def instruction(self: parser._Parse, text: str, match: re.Match[str], base: int) -> tuple[Instruction, int]:
+        spans = parser._splitters().split(text, match.start())
+        assert spans == (match.start(1), match.end(1), match.end(1), match.end()), text[match.start() :][:200]
+        counts["instructions"] += 1
+        return canonical_instruction(self, text, match, base)
+
+    def attributes(self: parser._Parse, owner: Instruction, text: str, position: int, base: int) -> int:
+        grammar = parser._splitters().attribute
+        at = position
+        while (found := parser._CANONICAL_ATTRIBUTE.match(text, at) or grammar.match(text, at)) is not None:
+            if found.re is parser._CANONICAL_ATTRIBUTE:
+                slow = grammar.match(text, at)
+                assert slow is not None and slow.end() == found.end(), text[at:][:200]
+                assert attribute(slow.group()) == found.group(1, 2)
+                counts["attributes"] += 1
+            at = found.end()
+        return add_attributes(self, owner, text, position, base)
+
+    monkeypatch.setattr(parser._Parse, "_canonical_instruction", instruction)
+    monkeypatch.setattr(parser._Parse, "_add_attributes", attributes)
+    return counts
+
+
+def test_hand_picked_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = _check_everywhere(monkeypatch)
+    body = "\n".join(f"  {line}" for line in LINES)
+    text = f"HloModule m\n\n%sum {{\n  ROOT %s = f32[] parameter(0)\n}}\n\nENTRY %e {{\n  %a = f32[2,3]{{1,0}} parameter(0)\n  %b = f32[2,3]{{1,0}} parameter(1)\n  %x = f32[4]{{0}} parameter(2)\n  %z = f32[] parameter(3)\n{body}\n}}\n"
+    text = text.replace("ROOT %t", "%t")
+    hloopt.parse(text)
+    assert counts == {"instructions": 10, "attributes": 6}  # every line, every attribute
+
+
+def test_every_corpus_line(monkeypatch: pytest.MonkeyPatch, corpus_dir: Path) -> None:
+    counts = _check_everywhere(monkeypatch)
+    for path in sorted(corpus_dir.glob("*/*.hlo")):
+        try:
+            hloopt.parse(path.read_text(encoding="utf-8", errors="surrogateescape"), str(path))
+        except hloopt.HloError:
+            continue  # the invalid ones: refused either way, which the error tests check
+    assert counts["instructions"] > 100_000 and counts["attributes"] > 50_000
+
+
+_SUM = "%x = f32[] parameter(0){sep}%y = f32[] parameter(1){sep}ROOT %sum = f32[] add(f32[] %x, f32[] %y)"
+
+
+@pytest.mark.parametrize(
+    "inline",
+    [
+        pytest.param("{\n  " + _SUM.format(sep="\n  ") + "\n}", id="closing-line-inside-an-attribute"),
+        pytest.param("{ " + _SUM.format(sep=" ") + " }", id="one-line-inline-body"),
+        pytest.param(
+            "{\n  " + _SUM.format(sep="\n  ") + ', metadata={op_name="\n}"}\n}', id="closing-line-in-a-string"
+        ),
+    ],
+)
+def test_a_body_whose_first_closing_line_is_not_its_end(inline: str) -> None:
+    """BODY ends at the first line that starts with `}`; when that `}` closes something inside the body,
+    the split does not reach it and the module is read again one instruction at a time, to the same IR."""
+    text = (
+        "HloModule m\n\nENTRY %e (p: f32[4]) -> f32[] {\n  %p = f32[4]{0} parameter(0)\n  %z = f32[] constant(0)\n"
+        f"  ROOT %r = f32[] reduce(f32[4]{{0}} %p, f32[] %z), dimensions={{0}}, to_apply={inline}\n}}\n"
+    )
+    module = hloopt.parse(text)
+    (called,) = [c for c in module.computations if not c.is_entry]
+    assert [i.name for i in called.instructions] == ["x", "y", "sum"]
+    assert module.entry.root is not None and module.entry.root.attributes["to_apply"] is called
