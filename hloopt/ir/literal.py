@@ -239,7 +239,29 @@ def _check_tokens(body: str, kind: Kind) -> None:
             raise LiteralError(f"expects {_EXPECTED_ELEMENTS[kind]}, but sees {match.group()!r}", match.start())
 
 
+#: A scalar constant's usual text: one decimal number (what `_FLOAT_TOKEN` and `_INTEGER_TOKEN` take, and less).
+_PLAIN_SCALAR = re.compile(r"\s*(-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*")
+
+
+def _plain_scalar_fits(body: str, element_type: str) -> bool:
+    """True when `body` is one plain number well inside `element_type`'s range: most constants are, and
+    then the tokens, the count and the range need no further look (False: let them say what is wrong)."""
+    match = _PLAIN_SCALAR.fullmatch(body)
+    if match is None or len(match.group(1)) > 24:  # a long one is read by the careful path (int() limits digits)
+        return False
+    number = match.group(1)
+    limit = _SAFE_LIMITS.get(element_type)
+    if limit is not None:
+        return abs(float(number)) < limit
+    if element_type in INT_TYPES and number.lstrip("-").isdigit():
+        low, high = _integer_range(element_type)
+        return low <= int(number) <= high
+    return False
+
+
 def _check_array(body: str, shape: ArrayShape) -> None:
+    if not shape.dims and _plain_scalar_fits(body, shape.element_type):
+        return
     scan = None
     if len(body) >= _SCAN_FROM and "(" not in body:
         from hloopt.ir.numbers import scan_numbers

@@ -86,13 +86,14 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
     if "frontend_attributes" in module.attributes:
         _check_frontend_attributes(module.attributes["frontend_attributes"], "frontend_attributes")
     checked_shapes: set[int] = set()
+    checked_maps: set[tuple[str, str]] = set()
     for computation in module.computations:
         for instruction in computation.instructions:
             shape = instruction.shape
             if shape is not None and id(shape) not in checked_shapes:
                 _check_shape(instruction, shape)
                 checked_shapes.add(id(shape))  # shapes are interned: check each once
-            _check_instruction(instruction, parse_shape)
+            _check_instruction(instruction, parse_shape, checked_maps)
 
 
 def _fail(instruction: Instruction, message: str, attribute: str | None = None) -> InvalidHlo:
@@ -163,7 +164,9 @@ def _opcode_checks(opcode: str) -> _OpcodeChecks:
     )
 
 
-def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> None:
+def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, checked_maps: set[tuple[str, str]]) -> None:
+    """`checked_maps`: the (key, value) map attributes already found well formed in this module (the
+    instructions one jax operation lowers to share its metadata word for word)."""
     try:
         facts = _opcode_checks(instruction.opcode)
     except KeyError:
@@ -193,10 +196,14 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser) -> No
     for key, check in _MAP_CHECKS.items():
         value = attributes.get(key)
         if value is not None:
+            text = str(value)
+            if (key, text) in checked_maps:
+                continue
             try:
-                check(str(value), key)
+                check(text, key)
             except InvalidHlo as issue:
                 raise _fail(instruction, issue.message, key) from None
+            checked_maps.add((key, text))
     if instruction.literal is not None:
         _check_literal(instruction)
 
