@@ -472,10 +472,10 @@ class _Parse:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
         if opcode == "parameter" and SIZE.fullmatch(body.strip()):
             return [piece(body.strip(), "INT", start + body.index(body.strip()))]
-        if _NAMES.fullmatch(body):
+        if "[" not in body and _NAMES.fullmatch(body):
             return [name.strip().lstrip("%") for name in body.split(",")] if body.strip() else []
         if _SIMPLE_OPERANDS.fullmatch(body):
-            return [_operand_item(m.group(2), m.group(1)) for m in _OPERAND.finditer(body)]
+            return [(name, declared) if declared else name for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1)
 
     def _nested_arguments(self, text: str, offset: int) -> list[OperandItem]:
