@@ -475,7 +475,7 @@ class _Parse:
         if "[" not in body and _NAMES.fullmatch(body):
             return [name.strip().lstrip("%") for name in body.split(",")] if body.strip() else []
         if _SIMPLE_OPERANDS.fullmatch(body):
-            return [(name, declared) if declared else name for declared, name in _OPERAND.findall(body)]
+            return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1)
 
     def _nested_arguments(self, text: str, offset: int) -> list[OperandItem]:
