@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -120,6 +120,12 @@ class _Signature:
     result: Piece
 
 
+def _signature(text: str, end: int) -> _Signature:
+    """The SIGNATURE `text` that ends at offset `end`, as its result shape."""
+    result = text.rpartition("->")[2]
+    return _Signature(piece(result.strip(), "SHAPE", end - len(result.lstrip())))
+
+
 @dataclass(frozen=True)
 class _Header:
     """``HloModule name, attr=value, …``."""
@@ -192,8 +198,7 @@ class _Builder(Transformer[Token, Module]):
 
     def signature(self, children: list[Token]) -> _Signature:
         token = children[0]  # in the whole text: signatures are never in a sub-parse
-        result = token.rpartition("->")[2]
-        return _Signature(piece(result.strip(), "SHAPE", int(token.end_pos or 0) - len(result.lstrip())))
+        return _signature(token, int(token.end_pos or 0))
 
     def instruction(self, children: list[Token]) -> Instruction:
         return self._parse.instruction(children[0])
@@ -213,7 +218,6 @@ class _Builder(Transformer[Token, Module]):
     # The exact rules build the same things (see `exact_start` in the grammar).
     exact_computation = computation
     exact_module = module
-    exact_signature = signature
     exact_start = start
 
 
@@ -229,32 +233,44 @@ class _ParseHolder:
 
 
 class _ParserPool(threading.local):
-    """One Lark parser per thread: the builder it is bound to carries per-parse state."""
+    """The thread's Lark parsers: the builder they are bound to carries per-parse state."""
 
     lark: Lark | None = None
+    #: The `exact_start` parser, built on the first text the coarse one cannot split.
+    exact: Lark | None = None
     holder: _ParseHolder = _ParseHolder()
 
 
 _POOL = _ParserPool()
+#: The coarse parser's start rules; the sub-parses of either parse use it too.
+_STARTS = ["start", "shape", "inline_body", "nested_arguments", "instruction_parts"]
 
 
-def _lark_for(parse: _Parse) -> Lark:
-    """The thread's Lark parser (built once; Lark caches its tables on disk), bound to `parse`."""
+def _lark_for(parse: _Parse, exact: bool = False) -> Lark:
+    """The thread's coarse or `exact_start` Lark parser (built once; Lark caches its tables on
+    disk), bound to `parse`."""
     if _POOL.lark is None:
-        holder = _ParseHolder()
-        _POOL.lark = Lark(
-            _grammar(),
-            parser="lalr",
-            lexer="contextual",
-            start=["start", "exact_start", "shape", "inline_body", "nested_arguments", "instruction_parts"],
-            transformer=_Builder(holder),
-            cache=True,
-            propagate_positions=False,
-            maybe_placeholders=True,
-        )
-        _POOL.holder = holder
+        _POOL.holder = _ParseHolder()
+        _POOL.lark = _new_lark(_STARTS)
     _POOL.holder.current = parse
-    return _POOL.lark
+    if not exact:
+        return _POOL.lark
+    if _POOL.exact is None:
+        _POOL.exact = _new_lark(["exact_start"])
+    return _POOL.exact
+
+
+def _new_lark(starts: list[str]) -> Lark:
+    return Lark(
+        _grammar(),
+        parser="lalr",
+        lexer="contextual",
+        start=starts,
+        transformer=_Builder(_POOL.holder),
+        cache=True,
+        propagate_positions=False,
+        maybe_placeholders=True,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -315,7 +331,7 @@ class _Parse:
     def _nested_shape(self, text: str, offset: int) -> Shape:
         return cast(Shape, self._sub_parse(text, "shape", offset))
 
-    def position(self, token: Token) -> int:
+    def position(self, token: Token | Piece) -> int:
         """A Lark token's offset in the whole text (tokens of a sub-parse count from its fragment)."""
         return int(token.start_pos or 0) + self._fragment[0]
 
@@ -343,7 +359,7 @@ class _Parse:
         return self.error(offset, message)
 
     # -- instructions -------------------------------------------------------------
-    def body(self, token: Token) -> list[Instruction]:
+    def body(self, token: Token | Piece) -> list[Instruction]:
         """Split a BODY token into instructions, exactly as the lexer would have (see the grammar)."""
         text = str(token)
         base = self.position(token)
@@ -597,11 +613,18 @@ class _Parse:
             forward.append(key)
 
     # -- computations and module -----------------------------------------------
-    def computation(self, children: list[Token | _Signature | Instruction | None]) -> Computation:
+    def computation(self, children: Sequence[Token | Piece | _Signature | Instruction | None]) -> Computation:
         """``ENTRY? name signature? { body } attributes``, its body one BODY token or INSTRUCTION tokens.
 
         The children come in that order: the name is checked for a duplicate before the body is split.
         """
+        children = [
+            part
+            for child in children
+            for part in (
+                self._computation_parts(child) if isinstance(child, Token) and child.type == "COMPUTATION" else (child,)
+            )
+        ]
         is_entry = False
         computation: Computation | None = None
         name_at = 0
@@ -631,6 +654,21 @@ class _Parse:
         declared = signature.result if signature is not None else None
         return self.assembly.close_computation(computation, name_at, instructions, declared)
 
+    def _computation_parts(self, token: Token) -> list[Piece | _Signature]:
+        """A COMPUTATION token as the lexer would have read it one token at a time: name, signature, body."""
+        match = _splitters().computation.match(token)
+        assert match is not None  # the token's own pieces
+        name = match.group("name")
+        if name.lstrip("%") in _NOT_NAMES:
+            raise _Relex  # a keyword, not a name, to the lexer: let it say so
+        start = int(token.start_pos or 0)
+        parts: list[Piece | _Signature] = [piece(name, "COMPUTATION_NAME", start)]
+        signature = match.group("signature")
+        if signature is not None:
+            parts.append(_signature(signature, start + match.end("signature")))
+        parts.append(piece(token[match.end() :], "BODY", start + match.end()))
+        return parts
+
     def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)
         stack_frames = next((c.text for c in children if isinstance(c, _StackFrames)), None)
@@ -657,7 +695,7 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
                 pass  # read again one instruction at a time, which also words any error
             state = _Parse(text, filename, callees_first)
             try:
-                return cast(Module, _lark_for(state).parse(text, start="exact_start"))
+                return cast(Module, _lark_for(state, exact=True).parse(text, start="exact_start"))
             except UnexpectedInput as err:
                 raise state.lark_error(err) from None
         except RecursionError:

@@ -3,6 +3,8 @@
 `_CANONICAL` (an instruction's head and arguments) and `_CANONICAL_ATTRIBUTE` (one attribute) are
 tried before the grammar's HEAD+ARGS and ATTR regexes; wherever they match, the spans, names and
 values must be the grammar's: checked on hand-picked lines and on every line of the shared corpus.
+A COMPUTATION token (name, signature and body in one) must split where the lexer, reading the
+three terminals one by one, would have put them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from lark import Token
 
 import hloopt
 from hloopt.ir.module import Instruction
@@ -53,6 +56,34 @@ def _check_everywhere(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(parser._Parse, "_canonical_instruction", instruction)
     monkeypatch.setattr(parser._Parse, "_add_attributes", attributes)
     return counts
+
+
+def test_computation_tokens_split_as_the_lexer_reads_them(monkeypatch: pytest.MonkeyPatch, corpus_dir: Path) -> None:
+    """The name and signature come from the terminals' own regexes, each a first match as the
+    lexer's; the body is then right only if BODY, matched where it starts, ends with the token."""
+    computation_parts = parser._Parse._computation_parts
+    hloopt.parse("HloModule m\n\nENTRY %e {\n  ROOT %p = f32[] parameter(0)\n}\n")
+    assert parser._POOL.lark is not None
+    body_regex = re.compile(parser._POOL.lark.get_terminal("BODY").pattern.to_regexp())
+    seen = {"computations": 0, "signatures": 0}
+
+    def parts(self: parser._Parse, token: Token) -> list[object]:
+        split = computation_parts(self, token)
+        body = split[-1]
+        assert isinstance(body, str) and body.startswith("{")
+        match = body_regex.match(body)
+        assert match is not None and match.end() == len(body), token[:200]
+        seen["computations"] += 1
+        seen["signatures"] += len(split) == 3
+        return list(split)
+
+    monkeypatch.setattr(parser._Parse, "_computation_parts", parts)
+    for path in sorted(corpus_dir.glob("*/*.hlo")):
+        try:
+            hloopt.parse(path.read_text(encoding="utf-8", errors="surrogateescape"), str(path))
+        except hloopt.HloError:
+            continue
+    assert seen["computations"] > 10_000 and seen["signatures"] > 1_000, seen
 
 
 def test_hand_picked_lines(monkeypatch: pytest.MonkeyPatch) -> None:
