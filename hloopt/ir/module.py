@@ -60,7 +60,7 @@ class Instruction:
         #: None when the text omitted an inferable shape.
         self.shape = shape
         self.operands: list[Instruction] = []
-        self.attributes: dict[str, AttributeValue] = dict(attributes or {})
+        self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
         self.literal = literal
         #: The N of ``parameter(N)``; None for other opcodes.
         self.parameter_number = parameter_number

@@ -43,8 +43,9 @@ _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 #: An operand name; ``#i`` suffixes are XLA 0.11+'s compact get-tuple-element (``%while.5#1``).
 _NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*"
-#: An operand list of names alone (compiled text): split on commas.
+#: An operand list of names alone (compiled text), and each name in it without its `%`.
 _NAMES = re.compile(rf"\s*(?:{_NAME}\s*(?:,\s*{_NAME}\s*)*)?")
+_OPERAND_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)")
 _OPERAND_TEXT = r"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?)\s*,?\s*)?%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)"
 #: An operand: group 1 its declared array shape, if any, group 2 its name.
 _OPERAND = re.compile(_OPERAND_TEXT)
@@ -105,7 +106,7 @@ _CANONICAL = re.compile(
 #: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same.
 _CANONICAL_ATTRIBUTE = re.compile(
     r", ([A-Za-z_][A-Za-z0-9_.\-]*)=("
-    r"(?:[^\s,{}()\[\]\"']++|\"(?:[^\"\\]|\\.)*+\"|\{(?:[^{}()\[\]\"']++|\"(?:[^\"\\]|\\.)*+\"|\[[^\[\]{}()\"']*\])*+\})++"
+    r"(?:[^\s,{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\})++"
     r")(?=[,\n]|\Z)"
 )
 _PLAIN_HEAD = re.compile(
@@ -489,7 +490,7 @@ class _Parse:
         if opcode == "parameter" and SIZE.fullmatch(body.strip()):
             return [piece(body.strip(), "INT", start + body.index(body.strip()))]
         if "[" not in body and _NAMES.fullmatch(body):
-            return [name.strip().lstrip("%") for name in body.split(",")] if body.strip() else []
+            return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1)

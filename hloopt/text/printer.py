@@ -53,6 +53,8 @@ def _header(module: Module) -> str:
 
 
 def _operand_list(operands: list[Instruction]) -> str:
+    if len(operands) <= 5:  # no /*index=N*/ comment yet: the common case, in one join
+        return ", ".join(["%" + operand.name for operand in operands])
     parts = []
     for index, operand in enumerate(operands):
         prefix = f"/*index={index}*/" if index and index % 5 == 0 else ""
@@ -102,7 +104,10 @@ def print_instruction(instruction: Instruction, is_root: bool = False, shape_tex
         line += _operand_list(instruction.operands)
     if not instruction.attributes:
         return line + ")"
-    attributes = (f", {key}={_attribute_text(value)}" for key, value in instruction.attributes.items())
+    attributes = [
+        f", {key}={value if isinstance(value, str) else _attribute_text(value)}"
+        for key, value in instruction.attributes.items()
+    ]
     return line + ")" + "".join(attributes)
 
 
