@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -332,7 +332,7 @@ class _Parse:
     def _nested_shape(self, text: str, offset: int) -> Shape:
         return cast(Shape, self._sub_parse(text, "shape", offset))
 
-    def position(self, token: Token | Piece) -> int:
+    def position(self, token: Token) -> int:
         """A Lark token's offset in the whole text (tokens of a sub-parse count from its fragment)."""
         return int(token.start_pos or 0) + self._fragment[0]
 
@@ -360,14 +360,16 @@ class _Parse:
         return self.error(offset, message)
 
     # -- instructions -------------------------------------------------------------
-    def body(self, token: Token | Piece) -> list[Instruction]:
-        """Split a BODY token into instructions, exactly as the lexer would have (see the grammar)."""
-        text = str(token)
-        base = self.position(token)
+    def body(self, text: str, begin: int, base: int) -> list[Instruction]:
+        """Split the body that ends `text` (which is at `base` in the whole text) from its `{` at
+        `begin` into instructions, exactly as the lexer would have (see the grammar).
+
+        `text` is the token itself, not a copy: a body can be megabytes.
+        """
         splitters = _splitters()
         canonical = _CANONICAL.match
         instructions: list[Instruction] = []
-        position = 1
+        position = begin + 1
         while True:
             match = canonical(text, position)
             if match is not None:
@@ -614,18 +616,11 @@ class _Parse:
             forward.append(key)
 
     # -- computations and module -----------------------------------------------
-    def computation(self, children: Sequence[Token | Piece | _Signature | Instruction | None]) -> Computation:
+    def computation(self, children: list[Token | _Signature | Instruction | None]) -> Computation:
         """``ENTRY? name signature? { body } attributes``, its body one BODY token or INSTRUCTION tokens.
 
         The children come in that order: the name is checked for a duplicate before the body is split.
         """
-        children = [
-            part
-            for child in children
-            for part in (
-                self._computation_parts(child) if isinstance(child, Token) and child.type == "COMPUTATION" else (child,)
-            )
-        ]
         is_entry = False
         computation: Computation | None = None
         name_at = 0
@@ -638,16 +633,16 @@ class _Parse:
                 instructions.append(child)
             elif isinstance(child, _Signature):
                 signature = child
+            elif child.type == "COMPUTATION":
+                computation, name_at, signature, instructions = self._whole_computation(child, is_entry)
             elif computation is None:
                 if child.type == "ENTRY":
                     is_entry = True
                     continue
                 name_at = self.position(child)
-                if child.lstrip("%") in _NOT_NAMES:
-                    check_name(child.lstrip("%"), str(child), name_at, self.error, "computation")
-                computation = self.assembly.open_computation(child.lstrip("%"), name_at, is_entry)
+                computation = self._open_computation(child, name_at, is_entry)
             elif child.type == "BODY":
-                instructions = self.body(child)
+                instructions = self.body(child, 0, self.position(child))
             elif child.type == "ATTR":
                 key, value = attribute(child)
                 computation.attributes[key] = value
@@ -655,20 +650,26 @@ class _Parse:
         declared = signature.result if signature is not None else None
         return self.assembly.close_computation(computation, name_at, instructions, declared)
 
-    def _computation_parts(self, token: Token) -> list[Piece | _Signature]:
-        """A COMPUTATION token as the lexer would have read it one token at a time: name, signature, body."""
+    def _open_computation(self, written: str, name_at: int, is_entry: bool) -> Computation:
+        """The computation named `written` (with or without its ``%``) at `name_at`."""
+        name = written.lstrip("%")
+        if name in _NOT_NAMES:
+            check_name(name, written, name_at, self.error, "computation")
+        return self.assembly.open_computation(name, name_at, is_entry)
+
+    def _whole_computation(
+        self, token: Token, is_entry: bool
+    ) -> tuple[Computation, int, _Signature | None, list[Instruction]]:
+        """A COMPUTATION token read as the lexer would have read its name, signature and body one by one."""
         match = _splitters().computation.match(token)
         assert match is not None  # the token's own pieces
-        name = match.group("name")
-        if name.lstrip("%") in _NOT_NAMES:
+        if match.group("name").lstrip("%") in _NOT_NAMES:
             raise _Relex  # a keyword, not a name, to the lexer: let it say so
-        start = int(token.start_pos or 0)
-        parts: list[Piece | _Signature] = [piece(name, "COMPUTATION_NAME", start)]
-        signature = match.group("signature")
-        if signature is not None:
-            parts.append(_signature(signature, start + match.end("signature")))
-        parts.append(piece(token[match.end() :], "BODY", start + match.end()))
-        return parts
+        start = self.position(token)
+        computation = self._open_computation(match.group("name"), start, is_entry)
+        written = match.group("signature")
+        signature = _signature(written, start + match.end("signature")) if written is not None else None
+        return computation, start, signature, self.body(token, match.end(), start)
 
     def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)

@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-from lark import Token
 
 import hloopt
 from hloopt.ir.module import Instruction
@@ -61,23 +60,21 @@ def _check_everywhere(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 def test_computation_tokens_split_as_the_lexer_reads_them(monkeypatch: pytest.MonkeyPatch, corpus_dir: Path) -> None:
     """The name and signature come from the terminals' own regexes, each a first match as the
     lexer's; the body is then right only if BODY, matched where it starts, ends with the token."""
-    computation_parts = parser._Parse._computation_parts
+    split = parser._Parse.body
     hloopt.parse("HloModule m\n\nENTRY %e {\n  ROOT %p = f32[] parameter(0)\n}\n")
     assert parser._POOL.lark is not None
     body_regex = re.compile(parser._POOL.lark.get_terminal("BODY").pattern.to_regexp())
     seen = {"computations": 0, "signatures": 0}
 
-    def parts(self: parser._Parse, token: Token) -> list[object]:
-        split = computation_parts(self, token)
-        body = split[-1]
-        assert isinstance(body, str) and body.startswith("{")
-        match = body_regex.match(body)
-        assert match is not None and match.end() == len(body), token[:200]
-        seen["computations"] += 1
-        seen["signatures"] += len(split) == 3
-        return list(split)
+    def body(self: parser._Parse, text: str, begin: int, base: int) -> list[Instruction]:
+        if begin:  # the body of a COMPUTATION token, after its name and signature
+            match = body_regex.match(text, begin)
+            assert text[begin] == "{" and match is not None and match.end() == len(text), text[:200]
+            seen["computations"] += 1
+            seen["signatures"] += "->" in text[:begin]
+        return split(self, text, begin, base)
 
-    monkeypatch.setattr(parser._Parse, "_computation_parts", parts)
+    monkeypatch.setattr(parser._Parse, "body", body)
     for path in sorted(corpus_dir.glob("*/*.hlo")):
         try:
             hloopt.parse(path.read_text(encoding="utf-8", errors="surrogateescape"), str(path))
