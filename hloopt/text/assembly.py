@@ -146,7 +146,11 @@ class Assembly:
     def _place(self, instruction: Instruction, computation: Computation, scope: _Scope) -> None:
         """Resolve an instruction's operands in `scope`, then append it (nested operands first)."""
         operand_items, control, arguments = self.pending.pop(instruction)
+        defined = scope.defined
         for item in operand_items:
+            if type(item) is str and "#" not in item and (operand := defined.get(item)) is not None:
+                instruction.append_operand(operand)  # the common operand: a plain name, already defined
+                continue
             if isinstance(item, Instruction):
                 self._place(item, computation, scope)
                 instruction.append_operand(item)
@@ -186,7 +190,7 @@ class Assembly:
         if written in scope.defined:
             message = f"instruction {written} already exists in computation {computation.name}"
             raise self._fail(message, instruction, computation)
-        instruction.name = scope.fresh(written)
+        instruction.name = written if written not in scope.taken else scope.fresh(written)
         scope.defined[written] = instruction
         scope.taken.add(instruction.name)
         computation.append(instruction)

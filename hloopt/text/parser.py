@@ -109,6 +109,9 @@ _CANONICAL_ATTRIBUTE = re.compile(
     r"(?:[^\s,{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\})++"
     r")(?=[,\n]|\Z)"
 )
+#: How the next line starts in XLA's print when no attribute follows (ATTR needs a `,` or a comment
+#: first): checked before the attribute regexes, which cost more to fail.
+_NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -576,6 +579,8 @@ class _Parse:
 
         Attribute offsets are found again only for an error.
         """
+        if text.startswith(_NEXT_INSTRUCTION, position):
+            return position
         attribute_re = _splitters().attribute
         canonical = _CANONICAL_ATTRIBUTE.match
         match = canonical(text, position) or attribute_re.match(text, position)
@@ -597,6 +602,8 @@ class _Parse:
                 self._set_attribute(instruction, key, value, base + position - len(value), forward)
             else:
                 attributes[key] = value
+            if text.startswith(_NEXT_INSTRUCTION, position):
+                break
             match = canonical(text, position) or attribute_re.match(text, position)
         if forward:
             self.assembly.hold_callees(instruction, forward)
