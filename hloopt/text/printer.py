@@ -7,6 +7,8 @@ line. Attribute values hloopt does not model are printed exactly as parsed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module, ProgramLayout
 from hloopt.ir.shape import Shape
 
@@ -74,17 +76,23 @@ def _attribute_text(value: object) -> str:
     raise TypeError(f"cannot print attribute value {value!r}")
 
 
-#: A print's shape texts by the shape's id: its instructions keep every shape alive while it runs, and
-#: interned shapes repeat, so each is spelled once without hashing its fields.
-_ShapeTexts = dict[int, tuple[Shape, str]]
+@dataclass
+class _ShapeTexts:
+    """A print's shape texts by the shape's id, with layouts (instructions) and without (signatures):
+    its instructions keep every shape alive while it runs, and interned shapes repeat, so each is
+    spelled once without hashing its fields."""
+
+    with_layout: dict[int, tuple[Shape, str]] = field(default_factory=dict[int, tuple[Shape, str]])
+    without_layout: dict[int, tuple[Shape, str]] = field(default_factory=dict[int, tuple[Shape, str]])
 
 
-def _shape_text(shape: Shape, texts: _ShapeTexts) -> str:
-    known = texts.get(id(shape))
+def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> str:
+    spelled = texts.with_layout if with_layout else texts.without_layout
+    known = spelled.get(id(shape))
     if known is not None and known[0] is shape:
         return known[1]
-    text = shape.to_text()
-    texts[id(shape)] = (shape, text)
+    text = shape.to_text(with_layout)
+    spelled[id(shape)] = (shape, text)
     return text
 
 
@@ -93,7 +101,7 @@ def print_instruction(instruction: Instruction, is_root: bool = False, shape_tex
     shape = instruction.shape
     head = "ROOT %" if is_root else "%"
     if shape is not None:
-        line = f"{head}{instruction.name} = {_shape_text(shape, {} if shape_texts is None else shape_texts)} {instruction.opcode}("
+        line = f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {instruction.opcode}("
     else:
         line = f"{head}{instruction.name} = {instruction.opcode}("
     if instruction.literal is not None:
@@ -111,21 +119,21 @@ def print_instruction(instruction: Instruction, is_root: bool = False, shape_tex
     return line + ")" + "".join(attributes)
 
 
-def _signature(computation: Computation) -> str:
+def _signature(computation: Computation, texts: _ShapeTexts) -> str:
     """``(p: f32[2]) -> f32[]`` without layouts; empty when a shape was omitted in the source."""
     params = computation.parameters()
     root = computation.root
     shapes = [p.shape for p in params if p.shape is not None]
     if root is None or root.shape is None or len(shapes) != len(params):
         return ""
-    listed = ", ".join(f"{p.name}: {shape.to_text(with_layout=False)}" for p, shape in zip(params, shapes))
-    return f" ({listed}) -> {root.shape.to_text(with_layout=False)}"
+    listed = ", ".join([f"{p.name}: {_shape_text(shape, texts, False)}" for p, shape in zip(params, shapes)])
+    return f" ({listed}) -> {_shape_text(root.shape, texts, False)}"
 
 
 def print_computation(computation: Computation, shape_texts: _ShapeTexts | None = None) -> str:
-    lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation)} {{"]
+    texts = shape_texts or _ShapeTexts()
+    lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation, texts)} {{"]
     root = computation.root
-    texts: _ShapeTexts = {} if shape_texts is None else shape_texts
     lines.extend("  " + print_instruction(i, i is root, texts) for i in computation.instructions)
     closing = "}"
     for key, value in computation.attributes.items():
@@ -139,6 +147,6 @@ def print_module(module: Module) -> str:
     chunks = [_header(module)]
     if module.stack_frames:
         chunks.append(module.stack_frames + "\n")
-    shape_texts: _ShapeTexts = {}
+    shape_texts = _ShapeTexts()
     chunks.extend(print_computation(c, shape_texts) for c in module.computations)
     return "\n\n".join(chunks) + "\n\n"
