@@ -492,8 +492,8 @@ class _Parse:
         """
         if "/*" in body:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
-        if opcode == "parameter" and SIZE.fullmatch(body.strip()):
-            return [piece(body.strip(), "INT", start + body.index(body.strip()))]
+        if opcode == "parameter" and SIZE.fullmatch(number := body.strip()):
+            return [piece(number, "INT", start + body.index(number))]
         if "[" not in body and _NAMES.fullmatch(body):
             return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
@@ -668,15 +668,17 @@ class _Parse:
         self, token: Token, is_entry: bool
     ) -> tuple[Computation, int, _Signature | None, list[Instruction]]:
         """A COMPUTATION token read as the lexer would have read its name, signature and body one by one."""
-        match = _splitters().computation.match(token)
-        assert match is not None  # the token's own pieces
-        if match.group("name").lstrip("%") in _NOT_NAMES:
-            raise _Relex  # a keyword, not a name, to the lexer: let it say so
+        splitters = _splitters()
+        name, head = splitters.computation_name.match(token), splitters.computation_head.match(token)
+        assert name is not None and head is not None  # the token's own pieces
+        body_at = head.end()
+        if name.group().lstrip("%") in _NOT_NAMES or not token.startswith("{", body_at):
+            raise _Relex  # a keyword, not a name, to the lexer; or not the lexer's signature: let it say
         start = self.position(token)
-        computation = self._open_computation(match.group("name"), start, is_entry)
-        written = match.group("signature")
-        signature = _signature(written, start + match.end("signature")) if written is not None else None
-        return computation, start, signature, self.body(token, match.end(), start)
+        computation = self._open_computation(name.group(), start, is_entry)
+        written = token[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
+        signature = _signature(written, start + name.end() + len(written)) if "->" in written else None
+        return computation, start, signature, self.body(token, body_at, start)
 
     def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)

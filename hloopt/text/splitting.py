@@ -25,23 +25,25 @@ class Splitters:
     #: One ``, name=value``; the attributes follow the argument list one match at a time.
     attribute: re.Pattern[str]
     gap: re.Pattern[str]
-    #: A COMPUTATION token up to its body's `{`: groups `name` and `signature` (if written).
-    computation: re.Pattern[str]
+    #: A COMPUTATION token's name, and the token up to its body's `{` (the token's regex without BODY).
+    computation_name: re.Pattern[str]
+    computation_head: re.Pattern[str]
 
     @classmethod
     def from_lark(cls, lark: Lark) -> Splitters:
-        head, args, attr, space, comment, name, signature = (
+        head, args, attr, space, comment, name, computation, body = (
             lark.get_terminal(n).pattern.to_regexp()
-            for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT", "COMPUTATION_NAME", "SIGNATURE")
+            for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT", "COMPUTATION_NAME", "COMPUTATION", "BODY")
         )
-        blank = r"[ \t\f\r\n]*+"  # the grammar's _WS_RUN
+        assert computation.endswith(body), "COMPUTATION ends with BODY"
         gap = f"(?:{space}|{comment})*+"  # what the lexer ignores between tokens (%ignore WS, COMMENT)
         return cls(
             instruction=re.compile(f"{gap}(?P<head>{head})(?P<args>{args})"),
             head=re.compile(f"{gap}(?P<head>{head})"),
             attribute=re.compile(attr),
             gap=re.compile(gap),
-            computation=re.compile(f"(?P<name>{name}){blank}(?:(?P<signature>{signature}){blank})?"),
+            computation_name=re.compile(name),
+            computation_head=re.compile(computation[: len(computation) - len(body)]),
         )
 
     def split(self, text: str, position: int) -> Spans | None:
