@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 from hloopt.errors import HloParseError
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module
@@ -33,7 +32,6 @@ OperandItem = str | tuple[str, str] | Instruction
 Pending = tuple[list[OperandItem], str | None, int]
 
 
-@dataclass
 class _Scope:
     """One computation's names while it is read.
 
@@ -43,9 +41,12 @@ class _Scope:
     it for every later use, and renames a later instruction that wants its name the same way.
     """
 
-    defined: dict[str, Instruction] = field(default_factory=dict[str, Instruction])
-    taken: set[str] = field(default_factory=set[str])
-    compact: dict[str, Instruction] = field(default_factory=dict[str, Instruction])
+    __slots__ = ("compact", "defined", "taken")
+
+    def __init__(self) -> None:  # a plain class: one per computation, and dataclass factories cost more
+        self.defined: dict[str, Instruction] = {}
+        self.taken: set[str] = set()
+        self.compact: dict[str, Instruction] = {}
 
     def fresh(self, name: str) -> str:
         """`name`, or ``name.N`` with the smallest N not in use."""

@@ -124,10 +124,10 @@ class _Signature:
     result: Piece
 
 
-def _signature(text: str, end: int) -> _Signature:
-    """The SIGNATURE `text` that ends at offset `end`, as its result shape."""
+def _declared_result(text: str, end: int) -> Piece:
+    """The result shape of the SIGNATURE `text` that ends at offset `end`."""
     result = text.rpartition("->")[2]
-    return _Signature(piece(result.strip(), "SHAPE", end - len(result.lstrip())))
+    return piece(result.strip(), "SHAPE", end - len(result.lstrip()))
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class _Builder(Transformer[Token, Module]):
 
     def signature(self, children: list[Token]) -> _Signature:
         token = children[0]  # in the whole text: signatures are never in a sub-parse
-        return _signature(token, int(token.end_pos or 0))
+        return _Signature(_declared_result(token, int(token.end_pos or 0)))
 
     def instruction(self, children: list[Token]) -> Instruction:
         return self._parse.instruction(children[0])
@@ -494,8 +494,11 @@ class _Parse:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
         if opcode == "parameter" and SIZE.fullmatch(number := body.strip()):
             return [piece(number, "INT", start + body.index(number))]
-        if "[" not in body and _NAMES.fullmatch(body):
-            return _OPERAND_NAME.findall(body)
+        if "[" not in body:
+            names = _OPERAND_NAME.findall(body)
+            # XLA prints `%a, %b`: rebuilding that is cheaper than the regex that checks any spelling.
+            if (names and body == "%" + ", %".join(names)) or _NAMES.fullmatch(body):
+                return names
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1)
@@ -587,17 +590,15 @@ class _Parse:
         if match is None:
             return position
         self.locations.attribute_runs[instruction] = base + position
-        seen: set[str] = set()
         forward: list[str] = []
-        attributes = instruction.attributes
+        attributes = instruction.attributes  # empty until now, and every key read goes in
         while match is not None:
             position = match.end()
             key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
             key = intern(key)
-            if key in seen:  # even with the same value, as XLA's parser
+            if key in attributes:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
                 raise self.error(where, f"attribute {key} already exists")
-            seen.add(key)
             if key in _RESOLVED_LATER:
                 self._set_attribute(instruction, key, value, base + position - len(value), forward)
             else:
@@ -631,7 +632,7 @@ class _Parse:
         is_entry = False
         computation: Computation | None = None
         name_at = 0
-        signature: _Signature | None = None
+        declared: Piece | None = None
         instructions: list[Instruction] = []
         for child in children:
             if child is None:
@@ -639,9 +640,9 @@ class _Parse:
             if isinstance(child, Instruction):
                 instructions.append(child)
             elif isinstance(child, _Signature):
-                signature = child
+                declared = child.result
             elif child.type == "COMPUTATION":
-                computation, name_at, signature, instructions = self._whole_computation(child, is_entry)
+                computation, name_at, declared, instructions = self._whole_computation(child, is_entry)
             elif computation is None:
                 if child.type == "ENTRY":
                     is_entry = True
@@ -654,7 +655,6 @@ class _Parse:
                 key, value = attribute(child)
                 computation.attributes[key] = value
         assert computation is not None
-        declared = signature.result if signature is not None else None
         return self.assembly.close_computation(computation, name_at, instructions, declared)
 
     def _open_computation(self, written: str, name_at: int, is_entry: bool) -> Computation:
@@ -666,7 +666,7 @@ class _Parse:
 
     def _whole_computation(
         self, token: Token, is_entry: bool
-    ) -> tuple[Computation, int, _Signature | None, list[Instruction]]:
+    ) -> tuple[Computation, int, Piece | None, list[Instruction]]:
         """A COMPUTATION token read as the lexer would have read its name, signature and body one by one."""
         splitters = _splitters()
         name, head = splitters.computation_name.match(token), splitters.computation_head.match(token)
@@ -677,8 +677,8 @@ class _Parse:
         start = self.position(token)
         computation = self._open_computation(name.group(), start, is_entry)
         written = token[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
-        signature = _signature(written, start + name.end() + len(written)) if "->" in written else None
-        return computation, start, signature, self.body(token, body_at, start)
+        declared = _declared_result(written, start + name.end() + len(written)) if "->" in written else None
+        return computation, start, declared, self.body(token, body_at, start)
 
     def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)
