@@ -41,12 +41,13 @@ class _Scope:
     it for every later use, and renames a later instruction that wants its name the same way.
     """
 
-    __slots__ = ("compact", "defined", "taken")
+    __slots__ = ("compact", "defined", "root", "taken")
 
     def __init__(self) -> None:  # a plain class: one per computation, and dataclass factories cost more
         self.defined: dict[str, Instruction] = {}
         self.taken: set[str] = set()
         self.compact: dict[str, Instruction] = {}
+        self.root: Instruction | None = None
 
     def fresh(self, name: str) -> str:
         """`name`, or ``name.N`` with the smallest N not in use."""
@@ -75,6 +76,8 @@ class Assembly:
         self._callee_refs: list[tuple[Instruction, list[str]]] = []
         self._roots: set[Instruction] = set()
         self._inline_count = 0
+        #: The scopes of the computations open now (an inline computation opens inside another).
+        self._scopes: dict[Computation, _Scope] = {}
 
     # -- what the parser hands over besides `pending` ------------------------------
     def hold_control_predecessors(self, instruction: Instruction, names: str) -> None:
@@ -95,10 +98,17 @@ class Assembly:
 
     # -- computations ------------------------------------------------------------
     def open_computation(self, name: str, name_at: int, is_entry: bool) -> Computation:
-        """A new computation named at `name_at`; its instructions come with `close_computation`."""
+        """A new computation named at `name_at`; its instructions come with `place` or `close_computation`."""
         if name in self.computations:
             raise self._locations.error(name_at, f"computation {name} already exists")
-        return Computation(name, is_entry)
+        computation = Computation(name, is_entry)
+        self._scopes[computation] = _Scope()
+        return computation
+
+    def place(self, instruction: Instruction, computation: Computation) -> None:
+        """Place an instruction of open `computation` as soon as it is read: errors come in text order, as
+        XLA reports them, and nothing waits in `pending` (a body can hold a million instructions)."""
+        self._place_in_order(instruction, computation, self._scopes[computation])
 
     def close_computation(
         self, computation: Computation, name_at: int, instructions: list[Instruction], declared_result: Piece | None
@@ -131,18 +141,22 @@ class Assembly:
             raise self._locations.error(
                 offset, f"computation {computation.name} has no instructions: XLA expects at least one"
             )
-        scope = _Scope()
-        root: Instruction | None = None
+        scope = self._scopes.pop(computation, None) or _Scope()
         for instruction in instructions:
-            self._place(instruction, computation, scope)
-            if instruction in self._roots:
-                if root is not None:
-                    raise self._fail(f"computation {computation.name} has more than one ROOT", instruction, computation)
-                root = instruction
-        computation.root = root if root is not None else (instructions[-1] if instructions else None)
+            if instruction in self.pending:  # not placed as it was read
+                self._place_in_order(instruction, computation, scope)
+        computation.root = scope.root if scope.root is not None else instructions[-1]
         self.computations[computation.name] = computation
         self.ordered.append(computation)
         return computation
+
+    def _place_in_order(self, instruction: Instruction, computation: Computation, scope: _Scope) -> None:
+        """`_place` the next instruction of `computation`'s text, then note it if it is the ROOT."""
+        self._place(instruction, computation, scope)
+        if instruction in self._roots:
+            if scope.root is not None:
+                raise self._fail(f"computation {computation.name} has more than one ROOT", instruction, computation)
+            scope.root = instruction
 
     def _place(self, instruction: Instruction, computation: Computation, scope: _Scope) -> None:
         """Resolve an instruction's operands in `scope`, then append it (nested operands first)."""

@@ -363,13 +363,15 @@ class _Parse:
         return self.error(offset, message)
 
     # -- instructions -------------------------------------------------------------
-    def body(self, text: str, begin: int, base: int) -> list[Instruction]:
+    def body(self, text: str, begin: int, base: int, computation: Computation) -> list[Instruction]:
         """Split the body that ends `text` (which is at `base` in the whole text) from its `{` at
-        `begin` into instructions, exactly as the lexer would have (see the grammar).
+        `begin` into instructions, exactly as the lexer would have (see the grammar), each placed
+        in `computation` as it is read.
 
         `text` is the token itself, not a copy: a body can be megabytes.
         """
         splitters = _splitters()
+        place = self.assembly.place
         canonical = _CANONICAL.match
         instructions: list[Instruction] = []
         position = begin + 1
@@ -382,6 +384,7 @@ class _Parse:
                 if spans is None:
                     break
                 instruction, position = self._instruction(text, spans, base)
+            place(instruction, computation)
             instructions.append(instruction)
         gap = splitters.gap.match(text, position)
         if gap is None or gap.end() != len(text) - 1:
@@ -650,7 +653,7 @@ class _Parse:
                 name_at = self.position(child)
                 computation = self._open_computation(child, name_at, is_entry)
             elif child.type == "BODY":
-                instructions = self.body(child, 0, self.position(child))
+                instructions = self.body(child, 0, self.position(child), computation)
             elif child.type == "ATTR":
                 key, value = attribute(child)
                 computation.attributes[key] = value
@@ -678,7 +681,7 @@ class _Parse:
         computation = self._open_computation(name.group(), start, is_entry)
         written = token[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
         declared = _declared_result(written, start + name.end() + len(written)) if "->" in written else None
-        return computation, start, declared, self.body(token, body_at, start)
+        return computation, start, declared, self.body(token, body_at, start, computation)
 
     def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import hloopt
-from hloopt.ir.module import Instruction
+from hloopt.ir.module import Computation, Instruction
 from hloopt.text import parser
 from hloopt.text.splitting import attribute
 
@@ -66,13 +66,13 @@ def test_computation_tokens_split_as_the_lexer_reads_them(monkeypatch: pytest.Mo
     body_regex = re.compile(parser._POOL.lark.get_terminal("BODY").pattern.to_regexp())
     seen = {"computations": 0, "signatures": 0}
 
-    def body(self: parser._Parse, text: str, begin: int, base: int) -> list[Instruction]:
+    def body(self: parser._Parse, text: str, begin: int, base: int, computation: Computation) -> list[Instruction]:
         if begin:  # the body of a COMPUTATION token, after its name and signature
             match = body_regex.match(text, begin)
             assert text[begin] == "{" and match is not None and match.end() == len(text), text[:200]
             seen["computations"] += 1
             seen["signatures"] += "->" in text[:begin]
-        return split(self, text, begin, base)
+        return split(self, text, begin, base, computation)
 
     monkeypatch.setattr(parser._Parse, "body", body)
     for path in sorted(corpus_dir.glob("*/*.hlo")):
