@@ -32,7 +32,7 @@ OperandItem = str | tuple[str, str] | Instruction
 Pending = tuple[list[OperandItem], str | None, int]
 
 
-class _Scope:
+class Scope:
     """One computation's names while it is read.
 
     `defined` holds the names the text gave; `taken` every name in use, including those of the
@@ -77,7 +77,7 @@ class Assembly:
         self._roots: set[Instruction] = set()
         self._inline_count = 0
         #: The scopes of the computations open now (an inline computation opens inside another).
-        self._scopes: dict[Computation, _Scope] = {}
+        self._scopes: dict[Computation, Scope] = {}
 
     # -- what the parser hands over besides `pending` ------------------------------
     def hold_control_predecessors(self, instruction: Instruction, names: str) -> None:
@@ -102,13 +102,12 @@ class Assembly:
         if name in self.computations:
             raise self._locations.error(name_at, f"computation {name} already exists")
         computation = Computation(name, is_entry)
-        self._scopes[computation] = _Scope()
+        self._scopes[computation] = Scope()
         return computation
 
-    def place(self, instruction: Instruction, computation: Computation) -> None:
-        """Place an instruction of open `computation` as soon as it is read: errors come in text order, as
-        XLA reports them, and nothing waits in `pending` (a body can hold a million instructions)."""
-        self._place_in_order(instruction, computation, self._scopes[computation])
+    def scope(self, computation: Computation) -> Scope:
+        """The names of open `computation`, for `place`."""
+        return self._scopes[computation]
 
     def close_computation(
         self, computation: Computation, name_at: int, instructions: list[Instruction], declared_result: Piece | None
@@ -141,25 +140,21 @@ class Assembly:
             raise self._locations.error(
                 offset, f"computation {computation.name} has no instructions: XLA expects at least one"
             )
-        scope = self._scopes.pop(computation, None) or _Scope()
+        scope = self._scopes.pop(computation, None) or Scope()
         for instruction in instructions:
             if instruction in self.pending:  # not placed as it was read
-                self._place_in_order(instruction, computation, scope)
+                self.place(instruction, computation, scope)
         computation.root = scope.root if scope.root is not None else instructions[-1]
         self.computations[computation.name] = computation
         self.ordered.append(computation)
         return computation
 
-    def _place_in_order(self, instruction: Instruction, computation: Computation, scope: _Scope) -> None:
-        """`_place` the next instruction of `computation`'s text, then note it if it is the ROOT."""
-        self._place(instruction, computation, scope)
-        if instruction in self._roots:
-            if scope.root is not None:
-                raise self._fail(f"computation {computation.name} has more than one ROOT", instruction, computation)
-            scope.root = instruction
+    def place(self, instruction: Instruction, computation: Computation, scope: Scope) -> None:
+        """Resolve an instruction's operands in `scope`, then append it (nested operands first).
 
-    def _place(self, instruction: Instruction, computation: Computation, scope: _Scope) -> None:
-        """Resolve an instruction's operands in `scope`, then append it (nested operands first)."""
+        The parser places each instruction of a body as soon as it is read: errors come in text
+        order, as XLA reports them, and nothing waits in `pending` (a body can hold a million).
+        """
         operand_items, control, arguments = self.pending.pop(instruction)
         defined = scope.defined
         for item in operand_items:
@@ -167,7 +162,7 @@ class Assembly:
                 instruction.append_operand(operand)  # the common operand: a plain name, already defined
                 continue
             if isinstance(item, Instruction):
-                self._place(item, computation, scope)
+                self.place(item, computation, scope)
                 instruction.append_operand(item)
                 continue
             name, declared_text = (item, None) if isinstance(item, str) else item
@@ -209,8 +204,12 @@ class Assembly:
         scope.defined[written] = instruction
         scope.taken.add(instruction.name)
         computation.append(instruction)
+        if instruction in self._roots:
+            if scope.root is not None:
+                raise self._fail(f"computation {computation.name} has more than one ROOT", instruction, computation)
+            scope.root = instruction
 
-    def _compact(self, name: str, computation: Computation, scope: _Scope, arguments: int) -> Instruction | None:
+    def _compact(self, name: str, computation: Computation, scope: Scope, arguments: int) -> Instruction | None:
         """The get-tuple-element a compact operand ``%p#1#0`` stands for, made at its first use."""
         made = scope.compact.get(name)
         if made is not None:

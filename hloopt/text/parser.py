@@ -371,7 +371,7 @@ class _Parse:
         `text` is the token itself, not a copy: a body can be megabytes.
         """
         splitters = _splitters()
-        place = self.assembly.place
+        place, scope = self.assembly.place, self.assembly.scope(computation)
         canonical = _CANONICAL.match
         instructions: list[Instruction] = []
         position = begin + 1
@@ -384,7 +384,7 @@ class _Parse:
                 if spans is None:
                     break
                 instruction, position = self._instruction(text, spans, base)
-            place(instruction, computation)
+            place(instruction, computation, scope)
             instructions.append(instruction)
         gap = splitters.gap.match(text, position)
         if gap is None or gap.end() != len(text) - 1:
