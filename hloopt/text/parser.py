@@ -415,7 +415,9 @@ class _Parse:
         else:
             root, name, shape_text, shape_pos, opcode, opcode_pos = self._commented_head(head, head_pos)
         shape = self.shapes.read(shape_text, shape_pos) if shape_text else None
-        return self._arguments_and_attributes(text, base, head_pos, root, name, shape, opcode, opcode_pos, spans)
+        return self._arguments_and_attributes(
+            text, base, head_pos, root, name, shape, opcode, opcode_pos, spans[2], spans[3]
+        )
 
     def _canonical_instruction(self, text: str, match: re.Match[str], base: int) -> tuple[Instruction, int]:
         """The instruction `_CANONICAL` matched in `text` (at `base` in the whole text), and where it ends."""
@@ -424,9 +426,8 @@ class _Parse:
         if name in _NOT_NAMES:
             self._check_head_name(match.group(1), head_pos, match.start(3) - match.start(1))
         shape = self.shapes.read(shape_text, base + match.start(4))
-        spans = (match.start(1), match.end(1), match.end(1), match.end())
         return self._arguments_and_attributes(
-            text, base, head_pos, root, name, shape, opcode, base + match.start(5), spans
+            text, base, head_pos, root, name, shape, opcode, base + match.start(5), match.end(1), match.end()
         )
 
     def _arguments_and_attributes(
@@ -439,10 +440,11 @@ class _Parse:
         shape: Shape | None,
         opcode: str,
         opcode_pos: int,
-        spans: Spans,
+        args_start: int,
+        args_end: int,
     ) -> tuple[Instruction, int]:
-        """The instruction of a head already read, with its arguments and attributes; and where it ends."""
-        _, _, args_start, args_end = spans
+        """The instruction of a head already read, with its arguments (text[args_start:args_end], from just
+        after its `(` to just after its `)`) and attributes; and where it ends."""
         args_pos = base + args_start
         body = text[args_start : args_end - 1]
         if opcode == "constant":

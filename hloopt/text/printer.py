@@ -8,6 +8,7 @@ line. Attribute values hloopt does not model are printed exactly as parsed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module, ProgramLayout
 from hloopt.ir.shape import Shape
@@ -54,9 +55,12 @@ def _header(module: Module) -> str:
     return text + "\n" if "origin_recovery_table" in items else text
 
 
+_NAME = attrgetter("name")
+
+
 def _operand_list(operands: list[Instruction]) -> str:
     if len(operands) <= 5:  # no /*index=N*/ comment yet: the common case, in one join
-        return ", ".join(["%" + operand.name for operand in operands])
+        return "%" + ", %".join(map(_NAME, operands)) if operands else ""
     parts = []
     for index, operand in enumerate(operands):
         prefix = f"/*index={index}*/" if index and index % 5 == 0 else ""
