@@ -578,7 +578,7 @@ class _Parse:
             # dumps write `(data, token[])` or `()`); keep the two in agreement.
             shape = ArrayShape("token")
         # Opcodes and attribute names repeat on every line: one string each, not one per instruction.
-        instruction = Instruction(name, intern(opcode), shape, (), {}, literal, parameter_number)
+        instruction = Instruction(name, intern(opcode), shape, (), None, literal, parameter_number)
         self._pending[instruction] = (operands, None, args_pos)
         return instruction
 
