@@ -43,10 +43,12 @@ _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 #: An operand name; ``#i`` suffixes are XLA 0.11+'s compact get-tuple-element (``%while.5#1``).
 _NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*"
-#: An operand list of names alone (compiled text), and each name in it without its `%`.
+#: An operand list of names alone (compiled text).
 _NAMES = re.compile(rf"\s*(?:{_NAME}\s*(?:,\s*{_NAME}\s*)*)?")
-_OPERAND_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)")
-_OPERAND_TEXT = r"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{[^{}]*\})?)\s*,?\s*)?%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)"
+#: One operand name, group 1 without its `%` (also the end of `_OPERAND_TEXT`).
+_OPERAND_NAME_TEXT = r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)"
+_OPERAND_NAME = re.compile(_OPERAND_NAME_TEXT)
+_OPERAND_TEXT = rf"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{{[^{{}}]*\}})?)\s*,?\s*)?{_OPERAND_NAME_TEXT}"
 #: An operand: group 1 its declared array shape, if any, group 2 its name.
 _OPERAND = re.compile(_OPERAND_TEXT)
 #: An operand list of names with array shapes (XLA's canonical text), split without Lark.
