@@ -374,13 +374,28 @@ class _Parse:
         """
         splitters = _splitters()
         place, scope = self.assembly.place, self.assembly.scope(computation)
-        canonical = _CANONICAL.match
+        canonical, read_shape = _CANONICAL.match, self.shapes.read
         instructions: list[Instruction] = []
         position = begin + 1
         while True:
             match = canonical(text, position)
-            if match is not None:
-                instruction, position = self._canonical_instruction(text, match, base)
+            if match is not None:  # the common line: its head read here, saving a call per instruction
+                root, name, shape_text, opcode = match.group(2, 3, 4, 5)
+                head_pos = base + match.start(1)
+                if name in _NOT_NAMES:
+                    self._check_head_name(match.group(1), head_pos, match.start(3) - match.start(1))
+                instruction, position = self._arguments_and_attributes(
+                    text,
+                    base,
+                    head_pos,
+                    root,
+                    name,
+                    read_shape(shape_text, base + match.start(4)),
+                    opcode,
+                    base + match.start(5),
+                    match.end(1),
+                    match.end(),
+                )
             else:
                 spans = splitters.split(text, position)
                 if spans is None:
@@ -419,17 +434,6 @@ class _Parse:
         shape = self.shapes.read(shape_text, shape_pos) if shape_text else None
         return self._arguments_and_attributes(
             text, base, head_pos, root, name, shape, opcode, opcode_pos, spans[2], spans[3]
-        )
-
-    def _canonical_instruction(self, text: str, match: re.Match[str], base: int) -> tuple[Instruction, int]:
-        """The instruction `_CANONICAL` matched in `text` (at `base` in the whole text), and where it ends."""
-        head_pos = base + match.start(1)
-        root, name, shape_text, opcode = match.group(2, 3, 4, 5)
-        if name in _NOT_NAMES:
-            self._check_head_name(match.group(1), head_pos, match.start(3) - match.start(1))
-        shape = self.shapes.read(shape_text, base + match.start(4))
-        return self._arguments_and_attributes(
-            text, base, head_pos, root, name, shape, opcode, base + match.start(5), match.end(1), match.end()
         )
 
     def _arguments_and_attributes(
@@ -508,12 +512,14 @@ class _Parse:
                 return names
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
-        return self._nested_arguments("(" + body + ")", start - 1)
+        return self._nested_arguments("(" + body + ")", start - 1, opcode)
 
-    def _nested_arguments(self, text: str, offset: int) -> list[OperandItem]:
-        """An argument list ``(...)`` at `offset` read with the grammar (tuple shapes, nested instructions).
+    def _nested_arguments(self, text: str, offset: int, opcode: str) -> list[OperandItem]:
+        """An argument list ``(...)`` of `opcode` at `offset` read with the grammar (tuple shapes,
+        nested instructions).
 
-        INT tokens stay pieces, for `_build` to refuse or to read as a parameter number.
+        Any other token (an INT) is refused here unless it may be a parameter number: then it
+        stays a piece, which `_build` reads or refuses.
         """
         items = cast("list[Token | Instruction]", self._sub_parse(text, "nested_arguments", offset))
         converted: list[OperandItem] = []
@@ -524,8 +530,10 @@ class _Parse:
                 match = _TRAILING_NAME.search(item)
                 assert match is not None
                 converted.append(_operand_item(match.group(1), item[: match.start()].strip().rstrip(",").rstrip()))
-            else:
+            elif opcode == "parameter":
                 converted.append(piece(str(item), item.type, offset + int(item.start_pos or 0)))
+            else:
+                raise self.error(offset + int(item.start_pos or 0), f"expects an operand name, found {item!s}")
         return converted
 
     def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
@@ -534,7 +542,7 @@ class _Parse:
         head_pos, arguments_pos = self.position(head), self.position(arguments)
         shape = self.shapes.read(shape_text.strip(), head_pos) if shape_text.strip() else None
         literal = _LiteralText(str(arguments)[1:-1].strip(), arguments_pos + 1) if opcode == "constant" else None
-        items = [] if literal is not None else self._nested_arguments(str(arguments), arguments_pos)
+        items = [] if literal is not None else self._nested_arguments(str(arguments), arguments_pos, opcode)
         name = f"{opcode}.anon"
         count = self._anon_counts.get(name, 0)
         self._anon_counts[name] = count + 1
@@ -571,10 +579,7 @@ class _Parse:
                 raise self.error(opcode_pos, "parameter expects one non-negative parameter number")
             parameter_number = int(number)
         else:
-            for item in arguments:
-                if isinstance(item, Piece):
-                    raise self.error(item.start_pos, f"expects an operand name, found {item!s}")
-            operands = arguments
+            operands = arguments  # names, pairs and instructions: `_nested_arguments` refused any other item
         if opcode in ("send-done", "outfeed") and shape is not None:
             # XLA's parser gives these the shape token[] whatever the text says (old
             # dumps write `(data, token[])` or `()`); keep the two in agreement.

@@ -31,14 +31,20 @@ LINES = [
 def _check_everywhere(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Check both fast paths against the grammar's regexes wherever the parser uses them; how often."""
     counts = {"instructions": 0, "attributes": 0}
-    canonical_instruction = parser._Parse._canonical_instruction
+    real = parser._CANONICAL
     add_attributes = parser._Parse._add_attributes
 
-    def instruction(self: parser._Parse, text: str, match: re.Match[str], base: int) -> tuple[Instruction, int]:
-        spans = parser._splitters().split(text, match.start())
-        assert spans == (match.start(1), match.end(1), match.end(1), match.end()), text[match.start() :][:200]
-        counts["instructions"] += 1
-        return canonical_instruction(self, text, match, base)
+    class Checked:
+        """`_CANONICAL`, each of its matches checked against the splitter's spans."""
+
+        @staticmethod
+        def match(text: str, position: int) -> re.Match[str] | None:
+            match = real.match(text, position)
+            if match is not None:
+                spans = parser._splitters().split(text, match.start())
+                assert spans == (match.start(1), match.end(1), match.end(1), match.end()), text[position:][:200]
+                counts["instructions"] += 1
+            return match
 
     def attributes(self: parser._Parse, owner: Instruction, text: str, position: int, base: int) -> int:
         grammar = parser._splitters().attribute
@@ -52,7 +58,7 @@ def _check_everywhere(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
             at = found.end()
         return add_attributes(self, owner, text, position, base)
 
-    monkeypatch.setattr(parser._Parse, "_canonical_instruction", instruction)
+    monkeypatch.setattr(parser, "_CANONICAL", Checked)
     monkeypatch.setattr(parser._Parse, "_add_attributes", attributes)
     return counts
 
