@@ -182,21 +182,40 @@ class Executable:
         from jax._src import config
 
         self._check_inputs(inputs)
-        backend = _backend()
-        device = backend.devices()[0]
         with _stage("execute"), config.enable_x64(True):  # x64 keeps f64/s64 inputs as they are
-            import jax
-
-            # jaxlib 0.12 puts a 64-byte-aligned array on the CPU without copying it, and XLA cannot take such a
-            # buffer over: a `must-alias` parameter (input_output_alias) then fails to execute. A copy made on the
-            # device is XLA's own.
-            placed = [jax.device_put(np.ascontiguousarray(x), device) for x in inputs]
-            buffers = [jax.device_put(x, device, may_alias=False) for x in placed]
-            results = self._loaded.execute_sharded(buffers).disassemble_into_single_device_arrays()
+            results = self._loaded.execute_sharded(self._placed(inputs)).disassemble_into_single_device_arrays()
             return [
                 np.zeros((0,), np.bool_) if leaf.element_type == "token" else np.asarray(shards[0])
                 for leaf, shards in zip(self.results, results)
             ]
+
+    def on_device(self, inputs: Sequence[np.ndarray]) -> Callable[[], None]:
+        """A call that runs the module on `inputs`, copied to the device once here, and waits for it:
+        no host transfer either way, which is what timing the module itself needs. A module that
+        donates an input (input_output_alias) runs once; XLA refuses the donated buffer after that."""
+        from jax._src import config
+
+        self._check_inputs(inputs)
+        with _stage("execute"), config.enable_x64(True):
+            buffers = self._placed(inputs)
+
+        def run() -> None:
+            with _stage("execute"):
+                for shards in self._loaded.execute_sharded(buffers).disassemble_into_single_device_arrays():
+                    shards[0].block_until_ready()
+
+        return run
+
+    def _placed(self, inputs: Sequence[np.ndarray]) -> list[Any]:
+        """The inputs copied to the device as buffers XLA owns."""
+        import jax
+
+        device = _backend().devices()[0]
+        # jaxlib 0.12 puts a 64-byte-aligned array on the CPU without copying it, and XLA cannot take such a
+        # buffer over: a `must-alias` parameter (input_output_alias) then fails to execute. A copy made on the
+        # device is XLA's own.
+        placed = [jax.device_put(np.ascontiguousarray(x), device) for x in inputs]
+        return [jax.device_put(x, device, may_alias=False) for x in placed]
 
     def _check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
         """Say which input is wrong here, rather than let PJRT fail with a buffer-size message."""

@@ -11,7 +11,7 @@ from hloopt import parse
 from hloopt.errors import HloParseError
 from hloopt.ir.shape import ArrayShape
 from hloopt.passes.cpu_runnable import NotCpuRunnable
-from hloopt.xla.bridge import XlaError, canonical
+from hloopt.xla.bridge import XlaError, canonical, compile_cpu
 from hloopt.xla.execution import ExecutionError, convert_exact, execute, random_inputs, run
 
 INT_DOT = """HloModule int_dot
@@ -300,3 +300,17 @@ def test_a_must_alias_parameter_runs_whatever_the_input_alignment(offset: int) -
     (result,) = execute(MUST_ALIAS, [x, x])
     np.testing.assert_array_equal(result, 2 * np.arange(16, dtype=np.float32))
     np.testing.assert_array_equal(x, np.arange(16))  # the caller's array is not the output
+
+
+def test_a_module_runs_on_inputs_already_on_the_device() -> None:
+    """`on_device` copies the inputs once; each call runs and waits, again and again, unless XLA took an input."""
+    plain = MUST_ALIAS.replace(", input_output_alias={ {}: (1, {}, must-alias) }", "")
+    run = compile_cpu(plain).on_device([np.ones(16, np.float32), np.zeros(16, np.float32)])
+    run()
+    run()
+    with pytest.raises(XlaError, match="takes 2 inputs, got 1"):
+        compile_cpu(plain).on_device([np.ones(16, np.float32)])
+    donating = compile_cpu(MUST_ALIAS).on_device([np.ones(16, np.float32), np.zeros(16, np.float32)])
+    donating()
+    with pytest.raises(XlaError, match="deleted or donated"):
+        donating()
