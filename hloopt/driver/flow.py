@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import difflib
 import os
-import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,7 +27,7 @@ from hloopt.xla import formats
 
 if TYPE_CHECKING:
     from hloopt.driver.batch import Shard
-    from hloopt.passes.pipeline import PassReport, PipelineReport
+    from hloopt.passes.pipeline import PassReport
     from hloopt.xla.execution import CompareReport
 
 Status = Literal["changed", "unchanged", "failed"]
@@ -240,19 +238,17 @@ def _process_module(
     if options.passes is not None:
         if dump is not None:
             make_directories(dump)
-        with ExitStack() as scratch:
-            # --per-pass reads each stage back from the pipeline's dumps: without --dump-dir, a private directory.
-            if dump is None and options.per_pass:
-                dump = scratch.enter_context(tempfile.TemporaryDirectory(prefix="hloopt-stages-"))
-            report = run_pipeline(
-                module,
-                options.passes,
-                numerics=options.numerics,
-                dump_dir=dump,
-                original=lambda: parse(located, name),
-            )
-            if options.per_pass and dump is not None:
-                result.stages = _stages(dump, report)
+        stages: list[tuple[str, str]] = []
+        report = run_pipeline(
+            module,
+            options.passes,
+            numerics=options.numerics,
+            dump_dir=dump,
+            original=lambda: parse(located, name),
+            after_pass=(lambda pass_name, after: stages.append((pass_name, after))) if options.per_pass else None,
+        )
+        if options.per_pass:
+            result.stages = stages
         result.passes = list(report.passes)
     text = module.to_text()
     changed = any(p.changed for p in result.passes) if options.passes is not None else text != source
@@ -269,13 +265,6 @@ def _output_format(job: Job, options: RunOptions, read: Format, target: str) -> 
     if read is Format.STABLEHLO_BYTECODE:
         return Format.STABLEHLO
     return read
-
-
-def _stages(dump: str, report: PipelineReport) -> list[tuple[str, str]]:
-    """Each changing pass's module, from the dump `run_pipeline` wrote for it (``NN-after-<pass>.hlo``,
-    NN counting the changing passes): named from the report, so an older run's dumps are never read."""
-    changed = [entry.name for entry in report.passes if entry.changed]
-    return [(name, Path(dump, f"{step:02d}-after-{name}.hlo").read_text()) for step, name in enumerate(changed, 1)]
 
 
 def error_record(err: BaseException, name: str) -> dict[str, Any]:

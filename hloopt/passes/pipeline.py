@@ -105,6 +105,7 @@ def run_pipeline(
     check: bool = True,
     original: Callable[[], Module] | None = None,
     check_changed: ChangedCheck | None = None,
+    after_pass: Callable[[str, str], None] | None = None,
 ) -> PipelineReport:
     """Run `passes` (a spec such as ``all`` or ``a,b{k=v}``, or a list of specs and pass objects) on `module` in place.
 
@@ -117,6 +118,9 @@ def run_pipeline(
     `check_changed` (XLA's VerifyPassChangedReport) prints the module around every pass
     and fails a pass whose "changed" does not match the text; default: $HLOOPT_CHECK_PASS_CHANGED,
     else on ("silent") when dumping, since the dumps print the module anyway, else off.
+
+    `after_pass` is given the name and printed module of each pass that changed it (the CLI's
+    --per-pass compares them), printed once when dumping too.
     """
     given, ordered = plan(passes, numerics)
     report = PipelineReport()
@@ -139,10 +143,13 @@ def run_pipeline(
         if text is not None and (mode != "off" or (result.changed and dump is not None)):
             before, text = text, module.to_text()
             _check_changed_report(planned.name, result.changed, before, text, mode)
-        if result.changed:
+        if result.changed and (dump is not None or after_pass is not None):
             step += 1
+            after = text if text is not None else module.to_text()
             if dump is not None:
-                write_atomic(dump / f"{step:02d}-after-{planned.name}.hlo", text or module.to_text())
+                write_atomic(dump / f"{step:02d}-after-{planned.name}.hlo", after)
+            if after_pass is not None:
+                after_pass(planned.name, after)
     return report
 
 

@@ -16,7 +16,7 @@ from hloopt.errors import HloError
 from hloopt.ir.module import Instruction, Module
 from hloopt.passes.base import HloPass, PassResult
 from hloopt.passes.fold_constant_converts import FoldConstantConverts
-from hloopt.passes.pipeline import run_pipeline
+from hloopt.passes.pipeline import ChangedCheck, run_pipeline
 from hloopt.passes.registry import lookup, select
 from hloopt.text.parser import parse
 
@@ -110,6 +110,25 @@ def test_pass_objects_run_in_the_pipeline_after_what_was_named_before_them(tmp_p
     ]
     first = run_pipeline(parse(CHAIN), [_NegateRoot(), "fold-constant-converts"])
     assert [p.name for p in first.passes] == ["negate-root", "fold-constant-converts"]
+
+
+@pytest.mark.parametrize("check_changed", ["off", "silent"])
+def test_after_pass_sees_each_changing_pass_as_its_dump_does(tmp_path: Path, check_changed: ChangedCheck) -> None:
+    """`after_pass` gets each changing pass's module text, the dump's bytes when dumping, and nothing for a
+    pass that changed nothing (neuron-int-matmul-downcast finds no integer dot here)."""
+    seen: list[tuple[str, str]] = []
+    module = parse(CHAIN)
+    passes = ["fold-constant-converts", "neuron-int-matmul-downcast", _NegateRoot()]
+    report = run_pipeline(module, passes, check_changed=check_changed, after_pass=lambda *stage: seen.append(stage))
+    assert [p.name for p in report.passes if not p.changed] == ["neuron-int-matmul-downcast"]
+    assert [name for name, _ in seen] == [p.name for p in report.passes if p.changed] and len(seen) == 2
+    assert seen[-1][1] == module.to_text() and seen[0][1] != seen[1][1]
+    dumped: list[tuple[str, str]] = []
+    run_pipeline(parse(CHAIN), passes, dump_dir=tmp_path, after_pass=lambda *stage: dumped.append(stage))
+    assert dumped == seen
+    assert [text for _, text in dumped] == [
+        (tmp_path / f"{step:02d}-after-{name}.hlo").read_text() for step, (name, _) in enumerate(dumped, 1)
+    ]
 
 
 def test_the_changed_flag_check_fails_a_pass_that_hides_a_change() -> None:
