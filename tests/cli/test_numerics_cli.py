@@ -12,26 +12,10 @@ import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from numerics_modules import EXAMPLES, FLOAT_TO_INT, FROM_F64, TIES
 
 from hloopt.cli.execution import compare_command, exec_command
 from hloopt.cli.main import main
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-FLOAT_TO_INT = """HloModule float_to_int
-ENTRY main {
-  x = f32[4] parameter(0)
-  ROOT i = s32[4] convert(x)
-}
-"""
-
-#: f64 has no BIR dtype: the emulation leaves this convert to XLA and warns.
-FROM_F64 = """HloModule from_f64
-ENTRY main {
-  x = f64[4] parameter(0)
-  ROOT y = f32[4] convert(x)
-}
-"""
 
 EMULATION_WARNING = "hloopt: warning: emulate-neuron-converts: "
 
@@ -42,7 +26,7 @@ def modules(tmp_path: Path) -> Path:
     shutil.copy(EXAMPLES / "int8_matmul.hlo", tmp_path)
     (tmp_path / "float_to_int.hlo").write_text(FLOAT_TO_INT)
     (tmp_path / "from_f64.hlo").write_text(FROM_F64)
-    np.savez(tmp_path / "ties.npz", input0=np.array([2.5, 3.5, -2.5, -3.5], np.float32))
+    np.savez(tmp_path / "ties.npz", input0=TIES)
     return tmp_path
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from numerics_modules import EXAMPLES, FLOAT_TO_INT, FROM_F64, TIES
 
 from hloopt import parse
 from hloopt.xla.execution import (
@@ -24,29 +24,12 @@ from hloopt.xla.execution import (
     with_numerics,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-FLOAT_TO_INT = """HloModule float_to_int
-ENTRY main {
-  x = f32[4] parameter(0)
-  ROOT i = s32[4] convert(x)
-}
-"""
-
 NO_CONVERTS = """HloModule no_converts
 ENTRY main {
   x = f32[16] parameter(0)
   y = bf16[16] parameter(1)
   s = f32[16] multiply(x, x)
   ROOT t = (f32[16], bf16[16]) tuple(s, bf16[16] add(y, y))
-}
-"""
-
-#: f64 has no BIR dtype: this convert keeps XLA's semantics, and the emulation says so.
-FROM_F64 = """HloModule from_f64
-ENTRY main {
-  x = f64[4] parameter(0)
-  ROOT y = f32[4] convert(x)
 }
 """
 
@@ -58,8 +41,6 @@ ENTRY main {
   ROOT y = f32[4] multiply(x, b)
 }
 """
-
-TIES = np.array([2.5, 3.5, -2.5, -3.5], np.float32)
 
 
 def test_numerics_are_one_value_or_one_per_side() -> None:
