@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache, partial
 from typing import Any
 
 from hloopt.ir.literal import LiteralError
@@ -136,74 +136,69 @@ def split_top(text: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class _OpcodeChecks:
-    """What `_check_instruction` asks of every instruction of one opcode, worked out once per opcode."""
+class _Plan:
+    """The checks of every instruction with one opcode and one list of attribute names, in the order
+    they run: `first`, then custom-call's (which reads shapes), then `then`, then the map attributes
+    `maps`. Worked out once per such pair: most instructions repeat one."""
 
-    base: str
-    suffix: str | None
-    allowed: frozenset[str]
-    required: tuple[str, ...]
-    checks: tuple[Callable[[Instruction], None], ...]
+    first: tuple[Callable[[Instruction], None], ...]
     custom_call: bool
-    async_form: bool
+    then: tuple[Callable[[Instruction], None], ...]
+    maps: tuple[str, ...]
 
 
-@cache
-def _opcode_checks(opcode: str) -> _OpcodeChecks:
-    """KeyError for an opcode XLA's parser does not know."""
-    base, suffix = base_opcode(opcode)
+def _refuse(message: str, attribute: str | None, instruction: Instruction) -> None:
+    raise _fail(instruction, message, attribute)
+
+
+@lru_cache(maxsize=4096)
+def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
+    """The plan for `opcode` with attributes `keys` (in text order); a refusal is its only check."""
+    try:
+        base, suffix = base_opcode(opcode)
+    except KeyError:
+        return _Plan((partial(_refuse, f"unknown opcode {opcode}", None),), False, (), ())
+    allowed = allowed_attributes(opcode)
+    unexpected = [key for key in keys if key not in allowed]
+    if unexpected:
+        message = f'unexpected attribute "{unexpected[0]}". Allowed attributes: {", ".join(sorted(allowed))}'
+        return _Plan((partial(_refuse, message, unexpected[0]),), False, (), ())
+    missing = [key for key in sorted(required_attributes(opcode)) if key not in keys]
+    if missing:
+        return _Plan((partial(_refuse, f"attribute {missing[0]} is expected but not seen", None),), False, (), ())
     own = suffix in (None, "-start")  # an op's own checks: on it, and on the sugar start that wraps it
-    return _OpcodeChecks(
-        base,
-        suffix,
-        allowed_attributes(opcode),
-        tuple(sorted(required_attributes(opcode))),
-        _CHECKS.get(base, ()) if own else (),
-        own and base == "custom-call",
-        base in ASYNC_WRAPPERS or suffix is not None,
+    first: list[Callable[[Instruction], None]] = (
+        [_check_parameter_replication] if "parameter_replication" in keys else []
     )
+    first.extend(_CHECKS.get(base, ()) if own else ())
+    then = [check for key, check in _KEYED_CHECKS if key in keys]
+    if base in ASYNC_WRAPPERS or suffix is not None:
+        then.append(partial(_check_async, base=base, suffix=suffix))
+    if "result_accuracy" in keys:
+        then.append(_check_result_accuracy)
+    maps = tuple(key for key in keys if key in _MAP_CHECKS)  # in text order, as XLA's parser reads them
+    return _Plan(tuple(first), own and base == "custom-call", tuple(then), maps)
 
 
 def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, checked_maps: set[tuple[str, str]]) -> None:
     """`checked_maps`: the (key, value) map attributes already found well formed in this module (the
     instructions one jax operation lowers to share its metadata word for word)."""
-    try:
-        facts = _opcode_checks(instruction.opcode)
-    except KeyError:
-        raise _fail(instruction, f"unknown opcode {instruction.opcode}") from None
     attributes = instruction.attributes
-    if not facts.allowed.issuperset(attributes):
-        key = next(key for key in attributes if key not in facts.allowed)
-        names = ", ".join(sorted(facts.allowed))
-        raise _fail(instruction, f'unexpected attribute "{key}". Allowed attributes: {names}', key)
-    for key in facts.required:
-        if key not in attributes:
-            raise _fail(instruction, f"attribute {key} is expected but not seen")
-    # Most instructions carry none of the attributes checked by name: one set test skips them all.
-    keyed = not _KEYED_CHECKS.isdisjoint(attributes)
-    if keyed and "parameter_replication" in attributes:
-        _check_parameter_replication(instruction)
-    for check in facts.checks:
+    plan = _plan(instruction.opcode, tuple(attributes))
+    for check in plan.first:
         check(instruction)
-    if facts.custom_call:
+    if plan.custom_call:
         _check_custom_call(instruction, parse_shape)
-    if keyed and "sharding" in attributes:
-        _check_sharding(instruction)
-    if keyed and "replica_groups" in attributes:
-        _check_iota_replica_groups(instruction)
-    if facts.async_form:
-        _check_async(instruction, facts.base, facts.suffix)
-    if keyed:
-        if "result_accuracy" in attributes:
-            _check_result_accuracy(instruction)
-        for key, value in attributes.items():  # in text order, as XLA's parser reads them
-            check = _MAP_CHECKS.get(key)
-            if check is not None and (key, text := str(value)) not in checked_maps:
-                try:
-                    check(text, key)
-                except InvalidHlo as issue:
-                    raise _fail(instruction, issue.message, key) from None
-                checked_maps.add((key, text))
+    for check in plan.then:
+        check(instruction)
+    for key in plan.maps:
+        text = str(attributes[key])
+        if (key, text) not in checked_maps:
+            try:
+                _MAP_CHECKS[key](text, key)
+            except InvalidHlo as issue:
+                raise _fail(instruction, issue.message, key) from None
+            checked_maps.add((key, text))
     if instruction.literal is not None:
         _check_literal(instruction)
 
@@ -871,8 +866,12 @@ _MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
     "frontend_attributes": _check_frontend_attributes,
     "origin": _check_origin,
 }
-#: Every attribute `_check_instruction` looks for by name.
-_KEYED_CHECKS = frozenset(["parameter_replication", "sharding", "replica_groups", "result_accuracy", *_MAP_CHECKS])
+#: The checks of attributes by name that run after an opcode's own, in order (async's comes between
+#: these and result_accuracy's).
+_KEYED_CHECKS: tuple[tuple[str, Callable[[Instruction], None]], ...] = (
+    ("sharding", _check_sharding),
+    ("replica_groups", _check_iota_replica_groups),
+)
 
 
 def _check_async(instruction: Instruction, base: str, suffix: str | None) -> None:
