@@ -73,7 +73,7 @@ class Assembly:
         #: Each instruction's operand items, control-predecessors text and argument list offset, until
         #: placed. The parser fills it directly (one entry per instruction: no call on the hot path).
         self.pending: dict[Instruction, Pending] = {}
-        self._callee_refs: list[tuple[Instruction, list[str]]] = []
+        self._callee_refs: list[tuple[Instruction, str]] = []
         self._roots: set[Instruction] = set()
         self._inline_count = 0
         #: The scopes of the computations open now (an inline computation opens inside another).
@@ -89,9 +89,9 @@ class Assembly:
         self.pending[instruction] = (operands, names, arguments)
         instruction.attributes["control-predecessors"] = InstructionList(())
 
-    def hold_callees(self, instruction: Instruction, keys: list[str]) -> None:
-        """Resolve these attributes' computation names when the module closes (callees may come later)."""
-        self._callee_refs.append((instruction, keys))
+    def hold_callee(self, instruction: Instruction, key: str) -> None:
+        """Resolve this attribute's computation names when the module closes (callees may come later)."""
+        self._callee_refs.append((instruction, key))
 
     def mark_root(self, instruction: Instruction) -> None:
         self._roots.add(instruction)
@@ -277,15 +277,14 @@ class Assembly:
 
     def _resolve_callees(self) -> None:
         position = {computation: index for index, computation in enumerate(self.ordered)}
-        for instruction, keys in self._callee_refs:
-            for key in keys:
-                value = str(instruction.attributes[key])
-                if key in COMPUTATION_LIST_ATTRIBUTES:
-                    names = _NAME_LIST.findall(value)
-                    callees = tuple(self._callee(n, instruction, key, position) for n in names)
-                    instruction.attributes[key] = ComputationList(callees)
-                else:
-                    instruction.attributes[key] = self._callee(value, instruction, key, position)
+        for instruction, key in self._callee_refs:
+            value = str(instruction.attributes[key])
+            if key in COMPUTATION_LIST_ATTRIBUTES:
+                names = _NAME_LIST.findall(value)
+                callees = tuple(self._callee(n, instruction, key, position) for n in names)
+                instruction.attributes[key] = ComputationList(callees)
+            else:
+                instruction.attributes[key] = self._callee(value, instruction, key, position)
         if self._callees_first:
             self.ordered = _callees_first(self.ordered)
 

@@ -461,7 +461,12 @@ class _Parse:
                 name, shape, opcode, opcode_pos, self._arguments(opcode, body, args_pos), args_pos
             )
         self.locations.instructions[instruction] = head_pos
-        end = self._add_attributes(instruction, text, args_end, base)
+        # XLA's print of an instruction without attributes: the next line follows; no attribute regex is tried.
+        end = (
+            args_end
+            if text.startswith(_NEXT_INSTRUCTION, args_end)
+            else self._add_attributes(instruction, text, args_end, base)
+        )
         if root:
             self.assembly.mark_root(instruction)
         return instruction, end
@@ -594,15 +599,12 @@ class _Parse:
 
         Attribute offsets are found again only for an error.
         """
-        if text.startswith(_NEXT_INSTRUCTION, position):
-            return position
         attribute_re = _splitters().attribute
         canonical = _CANONICAL_ATTRIBUTE.match
         match = canonical(text, position) or attribute_re.match(text, position)
         if match is None:
             return position
         self.locations.attribute_runs[instruction] = base + position
-        forward: list[str] = []
         attributes = instruction.attributes  # empty until now, and every key read goes in
         while match is not None:
             position = match.end()
@@ -612,19 +614,15 @@ class _Parse:
                 where = base + match.start() + attribute_name_offset(match.group())
                 raise self.error(where, f"attribute {key} already exists")
             if key in _RESOLVED_LATER:
-                self._set_attribute(instruction, key, value, base + position - len(value), forward)
+                self._set_attribute(instruction, key, value, base + position - len(value))
             else:
                 attributes[key] = value
             if text.startswith(_NEXT_INSTRUCTION, position):
                 break
             match = canonical(text, position) or attribute_re.match(text, position)
-        if forward:
-            self.assembly.hold_callees(instruction, forward)
         return position
 
-    def _set_attribute(
-        self, instruction: Instruction, key: str, value: str, value_pos: int, forward: list[str]
-    ) -> None:
+    def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int) -> None:
         """Record one attribute of `_RESOLVED_LATER`: names of callees and control predecessors."""
         if key in INSTRUCTION_LIST_ATTRIBUTES:
             self.assembly.hold_control_predecessors(instruction, value)
@@ -633,7 +631,7 @@ class _Parse:
             instruction.attributes[key] = self.assembly.inline_computation(body, value_pos)
         else:
             instruction.attributes[key] = value  # resolved when the module closes: callees may come later
-            forward.append(key)
+            self.assembly.hold_callee(instruction, key)
 
     # -- computations and module -----------------------------------------------
     def computation(self, children: list[Token | _Signature | Instruction | None]) -> Computation:
