@@ -141,9 +141,10 @@ class Assembly:
                 offset, f"computation {computation.name} has no instructions: XLA expects at least one"
             )
         scope = self._scopes.pop(computation, None) or Scope()
-        for instruction in instructions:
-            if instruction in self.pending:  # not placed as it was read
-                self.place(instruction, computation, scope)
+        if self.pending:  # some not placed as they were read (the exact reading places them here)
+            for instruction in instructions:
+                if instruction in self.pending:
+                    self.place(instruction, computation, scope)
         computation.root = scope.root if scope.root is not None else instructions[-1]
         self.computations[computation.name] = computation
         self.ordered.append(computation)
