@@ -114,6 +114,8 @@ _CANONICAL_ATTRIBUTE = re.compile(
 #: How the next line starts in XLA's print when no attribute follows (ATTR needs a `,` or a comment
 #: first): checked before the attribute regexes, which cost more to fail.
 _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
+#: The blanks a COMPUTATION token starts with (the lexer would have skipped them as WS).
+_BLANKS = " \t\f\r\n"
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -679,16 +681,18 @@ class _Parse:
     ) -> tuple[Computation, int, Piece | None, list[Instruction]]:
         """A COMPUTATION token read as the lexer would have read its name, signature and body one by one."""
         splitters = _splitters()
-        name, head = splitters.computation_name.match(token), splitters.computation_head.match(token)
+        head = splitters.computation_head.match(token)
+        name = splitters.computation_name.match(token, len(token) - len(token.lstrip(_BLANKS)))
         assert name is not None and head is not None  # the token's own pieces
         body_at = head.end()
         if name.group().lstrip("%") in _NOT_NAMES or not token.startswith("{", body_at):
             raise _Relex  # a keyword, not a name, to the lexer; or not the lexer's signature: let it say
-        start = self.position(token)
+        at = self.position(token)  # where the blanks before the name start
+        start = at + name.start()
         computation = self._open_computation(name.group(), start, is_entry)
         written = token[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
-        declared = _declared_result(written, start + name.end() + len(written)) if "->" in written else None
-        return computation, start, declared, self.body(token, body_at, start, computation)
+        declared = _declared_result(written, at + name.end() + len(written)) if "->" in written else None
+        return computation, start, declared, self.body(token, body_at, at, computation)
 
     def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)
