@@ -502,16 +502,17 @@ class _Parse:
         opcode_pos = head_pos + match.end() + opcode_match.start(1)
         return match.group(1), match.group(2), shape_text or None, shape_pos, opcode_match.group(1), opcode_pos
 
-    def _arguments(self, opcode: str, body: str, start: int) -> list[OperandItem]:
+    def _arguments(self, opcode: str, body: str, start: int) -> list[OperandItem] | int:
         """What stands between `opcode(` and `)` (at `start` in the text), a constant's literal apart: operands or a parameter number.
 
+        A parameter's number written plainly comes back as the int.
         Operands come back as a bare name, a (name, declared shape text) pair, or a
         nested Instruction; their offsets are found again only for an error.
         """
         if "/*" in body:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
         if opcode == "parameter" and SIZE.fullmatch(number := body.strip()):
-            return [piece(number, "INT", start + body.index(number))]
+            return int(number)
         if "[" not in body:
             names = _OPERAND_NAME.findall(body)
             # XLA prints `%a, %b`: rebuilding that is cheaper than the regex that checks any spelling.
@@ -564,11 +565,12 @@ class _Parse:
         shape: Shape | None,
         opcode: str,
         opcode_pos: int,
-        arguments: list[OperandItem],
+        arguments: list[OperandItem] | int,
         args_pos: int,
         literal_text: _LiteralText | None = None,
     ) -> Instruction:
-        """The instruction, its operands held as names; `literal_text` is a constant's (its `arguments` are empty)."""
+        """The instruction, its operands held as names; `literal_text` is a constant's (its `arguments` are empty),
+        and an int `arguments` a parameter's number."""
         literal: Literal | None = None
         parameter_number: int | None = None
         operands: list[OperandItem] = []
@@ -580,6 +582,8 @@ class _Parse:
                 literal.check()
             except LiteralError as err:
                 raise self.error(literal_text.offset + err.offset, str(err)) from None
+        elif isinstance(arguments, int):
+            parameter_number = arguments
         elif opcode == "parameter":
             number = arguments[0] if len(arguments) == 1 else None
             if not (isinstance(number, Piece) and number.type == "INT" and SIZE.fullmatch(number)):
