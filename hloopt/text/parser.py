@@ -376,7 +376,7 @@ class _Parse:
         """
         splitters = _splitters()
         place, scope = self.assembly.place, self.assembly.scope(computation)
-        canonical, read_shape = _CANONICAL.match, self.shapes.read
+        canonical, known_shape, read_shape = _CANONICAL.match, self.shapes.get, self.shapes.read
         instructions: list[Instruction] = []
         position = begin + 1
         while True:
@@ -386,13 +386,16 @@ class _Parse:
                 head_pos = base + match.start(1)
                 if name in _NOT_NAMES:
                     self._check_head_name(match.group(1), head_pos, match.start(3) - match.start(1))
+                shape = known_shape(shape_text)
+                if shape is None:
+                    shape = read_shape(shape_text, base + match.start(4))
                 instruction, position = self._arguments_and_attributes(
                     text,
                     base,
                     head_pos,
                     root,
                     name,
-                    read_shape(shape_text, base + match.start(4)),
+                    shape,
                     opcode,
                     base + match.start(5),
                     match.end(1),

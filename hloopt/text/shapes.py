@@ -34,10 +34,9 @@ class ShapeReader:
         self._error = error
         self._read_nested = read_nested
         self._cache: dict[str, Shape] = {}
-
-    def get(self, text: str) -> Shape | None:
-        """The shape already read for `text`, if any (so a caller computes an offset only when needed)."""
-        return self._cache.get(text)
+        #: The shape already read for a text, if any (so a caller computes an offset only when needed):
+        #: the dict's own lookup, with no Python call around it (the parser asks once per instruction).
+        self.get: Callable[[str], Shape | None] = self._cache.get
 
     def read(self, text: str, offset: int) -> Shape:
         """The shape written as `text` at `offset` of the source."""
