@@ -114,8 +114,9 @@ _CANONICAL_ATTRIBUTE = re.compile(
 #: How the next line starts in XLA's print when no attribute follows (ATTR needs a `,` or a comment
 #: first): checked before the attribute regexes, which cost more to fail.
 _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
-#: The blanks a COMPUTATION token starts with (the lexer would have skipped them as WS).
-_BLANKS = " \t\f\r\n"
+#: The blanks a COMPUTATION token starts with (the lexer would have skipped them as WS): matched,
+#: since `lstrip` would copy the whole token, megabytes of body, to count them.
+_BLANKS = re.compile(r"[ \t\f\r\n]*+")
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -688,9 +689,10 @@ class _Parse:
     ) -> tuple[Computation, int, Piece | None, list[Instruction]]:
         """A COMPUTATION token read as the lexer would have read its name, signature and body one by one."""
         splitters = _splitters()
-        head = splitters.computation_head.match(token)
-        name = splitters.computation_name.match(token, len(token) - len(token.lstrip(_BLANKS)))
-        assert name is not None and head is not None  # the token's own pieces
+        head, blanks = splitters.computation_head.match(token), _BLANKS.match(token)
+        assert head is not None and blanks is not None  # the token's own pieces
+        name = splitters.computation_name.match(token, blanks.end())
+        assert name is not None
         body_at = head.end()
         if name.group().lstrip("%") in _NOT_NAMES or not token.startswith("{", body_at):
             raise _Relex  # a keyword, not a name, to the lexer; or not the lexer's signature: let it say
