@@ -238,17 +238,16 @@ def _process_module(
     if options.passes is not None:
         if dump is not None:
             make_directories(dump)
-        stages: list[tuple[str, str]] = []
         report = run_pipeline(
             module,
             options.passes,
             numerics=options.numerics,
             dump_dir=dump,
             original=lambda: parse(located, name),
-            after_pass=(lambda pass_name, after: stages.append((pass_name, after))) if options.per_pass else None,
+            after_pass=(lambda pass_name, after: result.stages.append((pass_name, after)))
+            if options.per_pass
+            else None,
         )
-        if options.per_pass:
-            result.stages = stages
         result.passes = list(report.passes)
     text = module.to_text()
     changed = any(p.changed for p in result.passes) if options.passes is not None else text != source
