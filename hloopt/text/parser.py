@@ -212,13 +212,13 @@ class _Builder(Transformer[Token, Module]):
     def instruction(self, children: list[Token]) -> Instruction:
         return self._parse.instruction(children[0])
 
-    def computation(self, children: list[Token | _Signature | Instruction | None]) -> Computation:
+    def computation(self, children: list[Token | _Signature | Instruction | None]) -> list[Computation]:
         return self._parse.computation(children)
 
     def inline_body(self, children: list[Instruction]) -> list[Instruction]:
         return children
 
-    def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
+    def module(self, children: list[_Header | _StackFrames | list[Computation] | None]) -> Module:
         return self._parse.module(children)
 
     def start(self, children: list[Module]) -> Module:
@@ -299,6 +299,10 @@ _RESOLVED_LATER = INSTRUCTION_LIST_ATTRIBUTES | COMPUTATION_ATTRIBUTES | COMPUTA
 def _operand_item(name: str, declared: str | None) -> OperandItem:
     """An operand as assembly resolves it: its name, with the shape text it declares if any."""
     return (name, declared) if declared else name
+
+
+#: A computation read but not closed: it, where its name is, the result its signature declares, its instructions.
+_OpenComputation = tuple[Computation, int, Piece | None, list[Instruction]]
 
 
 class _Relex(Exception):
@@ -644,12 +648,14 @@ class _Parse:
             self.assembly.hold_callee(instruction, key)
 
     # -- computations and module -----------------------------------------------
-    def computation(self, children: list[Token | _Signature | Instruction | None]) -> Computation:
-        """``ENTRY? name signature? { body } attributes``, its body one BODY token or INSTRUCTION tokens.
+    def computation(self, children: list[Token | _Signature | Instruction | None]) -> list[Computation]:
+        """``ENTRY? name signature? { body } attributes``, its body one BODY token or INSTRUCTION tokens;
+        or ``ENTRY? COMPUTATIONS attributes``, a run of computations.
 
         The children come in that order: the name is checked for a duplicate before the body is split.
         """
         is_entry = False
+        closed: list[Computation] = []
         computation: Computation | None = None
         name_at = 0
         declared: Piece | None = None
@@ -661,8 +667,8 @@ class _Parse:
                 instructions.append(child)
             elif isinstance(child, _Signature):
                 declared = child.result
-            elif child.type == "COMPUTATION":
-                computation, name_at, declared, instructions = self._whole_computation(child, is_entry)
+            elif child.type == "COMPUTATIONS":
+                closed, (computation, name_at, declared, instructions) = self._computation_run(child, is_entry)
             elif computation is None:
                 if child.type == "ENTRY":
                     is_entry = True
@@ -675,7 +681,8 @@ class _Parse:
                 key, value = attribute(child)
                 computation.attributes[key] = value
         assert computation is not None
-        return self.assembly.close_computation(computation, name_at, instructions, declared)
+        closed.append(self.assembly.close_computation(computation, name_at, instructions, declared))
+        return closed
 
     def _open_computation(self, written: str, name_at: int, is_entry: bool) -> Computation:
         """The computation named `written` (with or without its ``%``) at `name_at`."""
@@ -684,10 +691,29 @@ class _Parse:
             check_name(name, written, name_at, self.error, "computation")
         return self.assembly.open_computation(name, name_at, is_entry)
 
-    def _whole_computation(
-        self, token: Token, is_entry: bool
-    ) -> tuple[Computation, int, Piece | None, list[Instruction]]:
-        """A COMPUTATION token read as the lexer would have read its name, signature and body one by one."""
+    def _computation_run(self, token: Token, is_entry: bool) -> tuple[list[Computation], _OpenComputation]:
+        """A COMPUTATIONS token: every computation in it but the last closed, and the last still open
+        (the attributes after the token are its own).
+
+        Each one is the repeated part's match in the whole text where the lexer's repetition matched
+        it (a sub-parse never reads computations): the same match, lookaheads past the token included.
+        """
+        one, text = _splitters().computation.match, self.text
+        position, end = self.position(token), self.position(token) + len(token)
+        closed: list[Computation] = []
+        while True:
+            match = one(text, position)
+            assert match is not None  # the token is a run of such matches
+            parts = self._whole_computation(text[position : match.end()], position, is_entry)
+            if match.end() == end:
+                return closed, parts
+            computation, name_at, declared, instructions = parts
+            closed.append(self.assembly.close_computation(computation, name_at, instructions, declared))
+            position, is_entry = match.end(), False
+
+    def _whole_computation(self, token: str, at: int, is_entry: bool) -> _OpenComputation:
+        """One computation of a run, at `at` in the text, read as the lexer would have read its name,
+        signature and body one by one."""
         splitters = _splitters()
         head, blanks = splitters.computation_head.match(token), _BLANKS.match(token)
         assert head is not None and blanks is not None  # the token's own pieces
@@ -696,14 +722,13 @@ class _Parse:
         body_at = head.end()
         if name.group().lstrip("%") in _NOT_NAMES or not token.startswith("{", body_at):
             raise _Relex  # a keyword, not a name, to the lexer; or not the lexer's signature: let it say
-        at = self.position(token)  # where the blanks before the name start
-        start = at + name.start()
+        start = at + name.start()  # `at`: where the blanks before the name start
         computation = self._open_computation(name.group(), start, is_entry)
         written = token[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
         declared = _declared_result(written, at + name.end() + len(written)) if "->" in written else None
         return computation, start, declared, self.body(token, body_at, at, computation)
 
-    def module(self, children: list[_Header | _StackFrames | Computation | None]) -> Module:
+    def module(self, children: list[_Header | _StackFrames | list[Computation] | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)
         stack_frames = next((c.text for c in children if isinstance(c, _StackFrames)), None)
         if header is None:

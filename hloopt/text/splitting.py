@@ -25,23 +25,28 @@ class Splitters:
     #: One ``, name=value``; the attributes follow the argument list one match at a time.
     attribute: re.Pattern[str]
     gap: re.Pattern[str]
-    #: A COMPUTATION token's name, and the token up to its body's `{` (the token's regex without BODY).
+    #: One computation of a COMPUTATIONS token (the token's repeated part), its name, and it up to
+    #: its body's `{` (without BODY).
+    computation: re.Pattern[str]
     computation_name: re.Pattern[str]
     computation_head: re.Pattern[str]
 
     @classmethod
     def from_lark(cls, lark: Lark) -> Splitters:
-        head, args, attr, space, comment, name, computation, body = (
+        head, args, attr, space, comment, name, computations, body = (
             lark.get_terminal(n).pattern.to_regexp()
-            for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT", "COMPUTATION_NAME", "COMPUTATION", "BODY")
+            for n in ("HEAD", "ARGS", "ATTR", "WS", "COMMENT", "COMPUTATION_NAME", "COMPUTATIONS", "BODY")
         )
-        assert computation.endswith(body), "COMPUTATION ends with BODY"
+        assert computations.startswith("(?:") and computations.endswith(")+"), "COMPUTATIONS is a repetition"
+        computation = computations[3:-2]
+        assert computation.endswith(body), "a computation ends with BODY"
         gap = f"(?:{space}|{comment})*+"  # what the lexer ignores between tokens (%ignore WS, COMMENT)
         return cls(
             instruction=re.compile(f"{gap}(?P<head>{head})(?P<args>{args})"),
             head=re.compile(f"{gap}(?P<head>{head})"),
             attribute=re.compile(attr),
             gap=re.compile(gap),
+            computation=re.compile(computation),
             computation_name=re.compile(name),
             computation_head=re.compile(computation[: len(computation) - len(body)]),
         )

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from lark import Token
 
 import hloopt
 from hloopt.ir.module import Computation, Instruction
@@ -132,3 +133,67 @@ def test_a_body_whose_first_closing_line_is_not_its_end(inline: str) -> None:
     (called,) = [c for c in module.computations if not c.is_entry]
     assert [i.name for i in called.instructions] == ["x", "y", "sum"]
     assert module.entry.root is not None and module.entry.root.attributes["to_apply"] is called
+
+
+_RUN = """HloModule m
+
+%a (x: f32[]) -> f32[] {
+  ROOT %x = f32[] parameter(0)
+}
+
+%b (x: f32[]) -> f32[] {
+  ROOT %x = f32[] parameter(0)
+}, execution_thread="side"
+
+%c {
+  ROOT %x = f32[] parameter(0)
+}
+
+ENTRY %e (p: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  ROOT %r = f32[] call(%p), to_apply=%a
+}
+
+%d {
+  ROOT %x = f32[] parameter(0)
+}
+"""
+
+
+def test_a_run_of_computations_is_one_token_read_one_computation_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Computations with nothing between them lex as one COMPUTATIONS token; attributes and ENTRY
+    break the run, go to the computation they follow or precede, and the module is the one the
+    exact reading (one INSTRUCTION token at a time) builds."""
+    runs: list[int] = []
+    split = parser._Parse._computation_run
+
+    def counted(self: parser._Parse, token: Token, is_entry: bool) -> tuple[list[Computation], parser._OpenComputation]:
+        closed, last = split(self, token, is_entry)
+        runs.append(len(closed) + 1)
+        return closed, last
+
+    monkeypatch.setattr(parser._Parse, "_computation_run", counted)
+    module = hloopt.parse(_RUN)
+    assert runs == [2, 1, 2]  # a b | attributes | c | ENTRY | e d
+    assert [(c.name, c.is_entry, c.attributes) for c in module.computations] == [
+        ("a", False, {}),
+        ("b", False, {"execution_thread": '"side"'}),
+        ("c", False, {}),
+        ("e", True, {}),
+        ("d", False, {}),
+    ]
+    monkeypatch.setattr(parser._Parse, "_computation_run", _relex)
+    assert module.to_text() == hloopt.parse(_RUN).to_text()
+
+
+def _relex(self: parser._Parse, token: Token, is_entry: bool) -> None:
+    raise parser._Relex
+
+
+def test_an_error_in_a_run_is_located_in_the_whole_text() -> None:
+    """The second computation of a run (e d) counts its lines from the file's start."""
+    text = _RUN.replace(
+        "%d {\n  ROOT %x = f32[] parameter(0)", "%d {\n  %x = f32[] parameter(0)\n  ROOT %x = f32[] parameter(1)"
+    )
+    with pytest.raises(hloopt.HloParseError, match=r"^<string>:22:3: instruction x already exists in computation d"):
+        hloopt.parse(text)
