@@ -711,22 +711,22 @@ class _Parse:
             closed.append(self.assembly.close_computation(computation, name_at, instructions, declared))
             position, is_entry = match.end(), False
 
-    def _whole_computation(self, token: str, at: int, is_entry: bool) -> _OpenComputation:
-        """One computation of a run, at `at` in the text, read as the lexer would have read its name,
+    def _whole_computation(self, text: str, at: int, is_entry: bool) -> _OpenComputation:
+        """One computation of a run, `text`, at `at` in the whole text, read as the lexer would have read its name,
         signature and body one by one."""
         splitters = _splitters()
-        head, blanks = splitters.computation_head.match(token), _BLANKS.match(token)
-        assert head is not None and blanks is not None  # the token's own pieces
-        name = splitters.computation_name.match(token, blanks.end())
+        head, blanks = splitters.computation_head.match(text), _BLANKS.match(text)
+        assert head is not None and blanks is not None  # the computation's own pieces
+        name = splitters.computation_name.match(text, blanks.end())
         assert name is not None
         body_at = head.end()
-        if name.group().lstrip("%") in _NOT_NAMES or not token.startswith("{", body_at):
+        if name.group().lstrip("%") in _NOT_NAMES or not text.startswith("{", body_at):
             raise _Relex  # a keyword, not a name, to the lexer; or not the lexer's signature: let it say
         start = at + name.start()  # `at`: where the blanks before the name start
         computation = self._open_computation(name.group(), start, is_entry)
-        written = token[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
+        written = text[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
         declared = _declared_result(written, at + name.end() + len(written)) if "->" in written else None
-        return computation, start, declared, self.body(token, body_at, at, computation)
+        return computation, start, declared, self.body(text, body_at, at, computation)
 
     def module(self, children: list[_Header | _StackFrames | list[Computation] | None]) -> Module:
         header = next((c for c in children if isinstance(c, _Header)), None)
