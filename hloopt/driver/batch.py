@@ -34,19 +34,22 @@ import time
 import traceback
 import uuid
 import weakref
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, suppress
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 
 from hloopt.driver import report as reports
-from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, compare_numerics, process_file
+from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file, verify_numerics
 from hloopt.errors import HloError
 from hloopt.support.fileio import check_output, discard_partial_writes, make_directories
+
+if TYPE_CHECKING:
+    from hloopt.xla.bridge import IsolatedPool
 
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
@@ -242,14 +245,14 @@ def run(
     executor: Executor | None = None,
     max_in_flight: int | None = None,
 ) -> BatchReport:
-    """Process the INPUTs' modules, then --verify-numerics; `advance` is called as each file finishes.
+    """Process the INPUTs' modules; `advance` is called as each file finishes.
 
     `jobs` are the modules `plan` found (by default the options are checked and planned here).
     Without an `executor` they run in --jobs local processes; with one (Dask's
     ``client.get_executor()``, a process pool), each file is a task on it. Either way at most
     `max_in_flight` files (default `in_flight` of --jobs or the CPU count) are submitted and
-    not yet tallied, so memory does not grow with the number of files, and the report is the
-    same. --verify-numerics compares in this machine's processes.
+    not yet tallied, and --verify-numerics compares each file where it was processed, so only
+    small records come home and memory does not grow with the number of files; the report is the same.
     """
     if jobs is None:
         options = check_options(inputs, options)
@@ -257,14 +260,6 @@ def run(
     workers = options.jobs or os.cpu_count() or 1
     start = time.perf_counter()
     report = BatchReport(list(inputs), options, run_batch(jobs, options, workers, advance, executor, max_in_flight))
-    if options.verify_numerics:
-        todo = [m for m in report.modules if m.texts is not None]
-        for module, outcome in zip(todo, compare_numerics(todo, options, workers)):
-            module.numerics = (
-                {"ok": False, "error": str(outcome)} if isinstance(outcome, HloError) else outcome.to_dict()
-            )
-            module.texts = None
-            module.stages = []
     report.seconds = time.perf_counter() - start
     return report
 
@@ -288,17 +283,18 @@ def run_batch(
     results: dict[Job, FileResult] = {}
     suspects: list[Job] = []
     if executor is not None:
-        outcomes: Iterator[tuple[Job, FileResult | None]] = _on_executor(executor, jobs, options, window)
+        outcomes: Generator[tuple[Job, FileResult | None]] = _on_executor(executor, jobs, options, window)
     elif workers <= 1 or len(jobs) <= 1:
-        outcomes = ((job, _work(job, options)) for job in jobs)
+        outcomes = _here(jobs, options)
     else:
         outcomes = _in_pool(jobs, options, workers, window)
-    for job, result in outcomes:
-        if result is None:
-            suspects.append(job)
-            continue
-        results[job] = result
-        advance(result)
+    with closing(outcomes):  # stopped early (Ctrl-C in `advance`), it cancels what is in flight
+        for job, result in outcomes:
+            if result is None:
+                suspects.append(job)
+                continue
+            results[job] = result
+            advance(result)
     for job in suspects:  # each alone in a fresh process: only the file that kills it is lost
         ((_, result),) = _in_pool([job], options, 1, 1)
         results[job] = result if result is not None else _died(job)
@@ -307,18 +303,56 @@ def run_batch(
 
 
 def _work(job: Job, options: RunOptions) -> FileResult:
-    """One batch member: `process_file` (looked up at call time), trimmed to what the parent needs.
+    """One batch member: `process_file` (looked up at call time), then --verify-numerics here, in this
+    process's XLA workers; trimmed to the small record the parent needs.
 
-    The exceptions go (the error records say it all, and they may not pickle); the texts
-    (and --per-pass stages) stay only for a changed module that --verify-numerics will compare.
+    The exceptions go (the error records say it all, and they may not pickle), and so do the texts
+    and --per-pass stages: they were compared here, so no module's text ever leaves its worker.
     """
     result = process_file(job, options)
+    if options.verify_numerics:
+        verify_numerics(result.modules, options, _comparisons())
     for module in result.modules:
         module.exception = None
-        if not (options.verify_numerics and module.status == "changed"):
-            module.texts = None
-            module.stages = []
+        module.texts = None
+        module.stages = []
     return result
+
+
+#: This process's XLA workers for --verify-numerics, with the process they belong to: made at its first
+#: comparison and kept, so a batch worker imports jax once (in its zygote), not once per module.
+_COMPARISONS: tuple[int, IsolatedPool] | None = None
+
+
+def _comparisons() -> IsolatedPool:
+    """This process's XLA workers; a forked process makes its own (the pipes it inherited are its parent's)."""
+    global _COMPARISONS
+    if _COMPARISONS is None or _COMPARISONS[0] != os.getpid():
+        from hloopt.xla.bridge import IsolatedPool
+
+        _COMPARISONS = (os.getpid(), IsolatedPool(1))
+    return _COMPARISONS[1]
+
+
+def _end_comparisons() -> None:
+    """End the XLA workers this process started (a batch run in this process, at its end).
+
+    A local pool worker or an executor's child keeps its own until it exits: they end with it
+    (they are killed when their parent dies, and read EOF on its pipes).
+    """
+    global _COMPARISONS
+    if _COMPARISONS is not None and _COMPARISONS[0] == os.getpid():
+        _COMPARISONS[1].close()
+    _COMPARISONS = None
+
+
+def _here(jobs: Sequence[Job], options: RunOptions) -> Generator[tuple[Job, FileResult | None]]:
+    """(job, result) for each file, processed in this process."""
+    try:
+        for job in jobs:
+            yield job, _work(job, options)
+    finally:
+        _end_comparisons()
 
 
 def _died(job: Job, lost: BaseException | None = None) -> FileResult:
@@ -393,7 +427,7 @@ def _work_all(jobs: tuple[Job, ...], options: RunOptions) -> list[FileResult]:
 
 def _in_pool(
     jobs: Sequence[Job], options: RunOptions, workers: int, window: int
-) -> Iterator[tuple[Job, FileResult | None]]:
+) -> Generator[tuple[Job, FileResult | None]]:
     """(job, result) as files finish; result None for the files a worker held when the pool broke.
 
     The files not yet sent to the broken pool go on in a new one.
@@ -420,7 +454,7 @@ def _in_pool(
 
 def _on_executor(
     executor: Executor, jobs: Sequence[Job], options: RunOptions, window: int
-) -> Iterator[tuple[Job, FileResult]]:
+) -> Generator[tuple[Job, FileResult | None]]:
     """(job, result) as files finish on `executor`; a task that fails (its worker lost) is its file's failure."""
     task = _Task(options, os.getcwd())
     with closing(_as_completed(executor, task, list(reversed(jobs)), window)) as done:

@@ -28,6 +28,7 @@ from hloopt.xla import formats
 if TYPE_CHECKING:
     from hloopt.driver.batch import Shard
     from hloopt.passes.pipeline import PassReport
+    from hloopt.xla.bridge import IsolatedPool
     from hloopt.xla.execution import CompareReport
 
 Status = Literal["changed", "unchanged", "failed"]
@@ -282,22 +283,33 @@ def error_record(err: BaseException, name: str) -> dict[str, Any]:
 
 
 def compare_numerics(
-    results: Sequence[ModuleResult], options: RunOptions, workers: int = 1
+    results: Sequence[ModuleResult], options: RunOptions, pool: IsolatedPool | None = None
 ) -> list[CompareReport | HloError]:
-    """Run each module before and after the passes through XLA on the CPU, in worker processes,
-    under ``options.numerics`` (``neuron``: both sides with the device's converts); with
-    ``options.per_pass`` also each stage between (`compare_passes`).
+    """Run each module before and after the passes through XLA on the CPU, in `pool`'s worker
+    processes (by default one made for this call), under ``options.numerics`` (``neuron``: both
+    sides with the device's converts); with ``options.per_pass`` also each stage between (`compare_passes`).
 
     jax stays out of this process, and an input that crashes XLA costs only its own comparison.
     """
-    from hloopt.xla.bridge import isolated_map
+    from hloopt.xla.bridge import IsolatedPool
 
     calls: list[tuple[str, str, list[tuple[str, str]] | None, RunOptions, str]] = []
     for result in results:
         if result.texts is None:
             raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
         calls.append((*result.texts, result.stages if options.per_pass else None, options, result.label))
-    return isolated_map(_compare, calls, workers=max(workers, 1))
+    if pool is not None:
+        return pool.map(_compare, calls)
+    with IsolatedPool(1) as own:
+        return own.map(_compare, calls)
+
+
+def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: IsolatedPool | None = None) -> None:
+    """--verify-numerics into the results: each changed module's comparison (or the error that stopped it)
+    becomes its ``numerics`` entry, as ``--report`` writes it."""
+    changed = [result for result in results if result.status == "changed"]
+    for result, outcome in zip(changed, compare_numerics(changed, options, pool)):
+        result.numerics = {"ok": False, "error": str(outcome)} if isinstance(outcome, HloError) else outcome.to_dict()
 
 
 def _compare(

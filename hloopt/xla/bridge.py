@@ -4,9 +4,10 @@ Imported lazily (jax costs ~0.7 s to import, which ``hloopt run`` must not pay).
 Tested with jax/jaxlib 0.10.2, 0.11.2 and 0.12.0.1; the calls follow ``shared/recipes/xla_reference.py``.
 
 Some inputs crash jaxlib (SIGSEGV/abort in the parser or the StableHLO
-converter), so `isolated_map` runs calls in long-lived worker processes
-(``python -m hloopt.xla.bridge``) and turns a dead worker into an `XlaCrash`
-for exactly the call it was running, then restarts the worker.
+converter), so `IsolatedPool` (and its one-off form `isolated_map`) runs calls
+in long-lived worker processes (``python -m hloopt.xla.bridge``) and turns a
+dead worker into an `XlaCrash` for exactly the call it was running, then
+restarts the worker.
 """
 
 from __future__ import annotations
@@ -491,6 +492,93 @@ def _read_from(fd: int, offset: int) -> bytes:
     return os.pread(fd, max(os.fstat(fd).st_size - offset, 0), offset)
 
 
+class IsolatedPool:
+    """Worker processes that run calls crash-isolated and outlive each `map`.
+
+    A process that compares module after module (a batch worker) keeps one, so it pays
+    for the zygote's jax import once rather than once per module; `isolated_map` is the
+    one-off form. Use it from one thread at a time, and `close` it (or use ``with``).
+    """
+
+    def __init__(self, workers: int = 2) -> None:
+        self.workers = max(1, workers)
+        self._zygote: _Zygote | None = None
+        self._idle: list[_Worker] = []
+
+    def __enter__(self) -> IsolatedPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def map(
+        self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *, timeout: float | None = None
+    ) -> list[Any]:
+        """``fn(*args)`` for each args tuple in the pool's workers; results in order.
+
+        `fn` must be importable by name (it is pickled by reference). An `HloError`
+        (an `XlaError`, or an `XlaCrash` for a worker that died or ran past
+        `timeout` seconds) takes the place of that call's result. Each worker
+        streams its stage, so a crash is pinned on the one call that caused it
+        without bisecting, and only that call is lost (its worker is replaced).
+        Any other exception in a worker is a bug and is raised here as a RuntimeError.
+        """
+        results: list[Any] = [None] * len(calls)
+        if not calls:
+            return results
+        if self._zygote is None:
+            self._zygote = _Zygote()
+        zygote = self._zygote
+        pending = iter(range(len(calls)))
+        lock = threading.Lock()
+        failures: list[str] = []
+
+        def drain() -> None:
+            with lock:
+                worker = self._idle.pop() if self._idle else None
+            try:
+                while not failures:
+                    with lock:
+                        index = next(pending, None)
+                    if index is None:
+                        return
+                    worker = worker or _Worker(zygote)
+                    kind, value = worker.call(fn, calls[index], timeout)
+                    if kind == "bug":
+                        failures.append(value)
+                        return
+                    results[index] = value
+                    if kind == "crash":
+                        worker.close()
+                        worker = None
+            except Exception:
+                failures.append(traceback.format_exc())
+                if worker is not None:  # its state is unknown: it is not reused
+                    worker.close()
+                    worker = None
+            finally:
+                if worker is not None:
+                    with lock:
+                        self._idle.append(worker)
+
+        threads = [threading.Thread(target=drain, daemon=True) for _ in range(min(self.workers, len(calls)))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised in a worker:\n{failures[0]}")
+        return results
+
+    def close(self) -> None:
+        """End the workers (idle, so nothing is lost) and the zygote; the pool can be used again after."""
+        while self._idle:
+            self._idle.pop().close()
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+
+
 def isolated_map(
     fn: Callable[..., Any],
     calls: Sequence[tuple[Any, ...]],
@@ -498,55 +586,9 @@ def isolated_map(
     workers: int = 2,
     timeout: float | None = None,
 ) -> list[Any]:
-    """``fn(*args)`` for each args tuple in worker processes; results in order.
-
-    `fn` must be importable by name (it is pickled by reference). An `HloError`
-    (an `XlaError`, or an `XlaCrash` for a worker that died or ran past
-    `timeout` seconds) takes the place of that call's result. Each worker
-    streams its stage, so a crash is pinned on the one call that caused it
-    without bisecting, and only that call is lost. Any other exception in a
-    worker is a bug and is raised here as a RuntimeError.
-    """
-    results: list[Any] = [None] * len(calls)
-    if not calls:
-        return results
-    zygote = _Zygote()
-    pending = iter(range(len(calls)))
-    lock = threading.Lock()
-    failures: list[str] = []
-
-    def drain() -> None:
-        worker: _Worker | None = None
-        try:
-            while not failures:
-                with lock:
-                    index = next(pending, None)
-                if index is None:
-                    return
-                worker = worker or _Worker(zygote)
-                kind, value = worker.call(fn, calls[index], timeout)
-                if kind == "bug":
-                    failures.append(value)
-                    return
-                results[index] = value
-                if kind == "crash":
-                    worker.close()
-                    worker = None
-        except Exception:
-            failures.append(traceback.format_exc())
-        finally:
-            if worker is not None:
-                worker.close()
-
-    threads = [threading.Thread(target=drain, daemon=True) for _ in range(max(1, min(workers, len(calls))))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    zygote.close()
-    if failures:
-        raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised in a worker:\n{failures[0]}")
-    return results
+    """``fn(*args)`` for each args tuple in `workers` fresh worker processes, as `IsolatedPool.map`."""
+    with IsolatedPool(workers) as pool:
+        return pool.map(fn, calls, timeout=timeout)
 
 
 def isolated_call(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:

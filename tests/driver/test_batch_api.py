@@ -108,14 +108,77 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
     assert result.exception is None  # a batch member sends home only what the report needs
 
 
-def test_a_batch_sends_texts_home_only_for_changed_modules_it_will_compare(tmp_path: Path) -> None:
+def test_a_batch_sends_no_text_home_without_verify_numerics(tmp_path: Path) -> None:
     (tmp_path / "a.hlo").write_text(PLAIN)  # not canonical: printing it changes it
     (tmp_path / "b.hlo").write_text(ORIGINAL(Job(str(tmp_path / "a.hlo")), RunOptions()).text)
-    jobs = discover(tmp_path)
-    assert [r.status for r in modules(run_batch(jobs, RunOptions(check=True), workers=1))] == ["changed", "unchanged"]
-    assert [r.texts for r in modules(run_batch(jobs, RunOptions(check=True), workers=1))] == [None, None]
-    compared = modules(run_batch(jobs, RunOptions(check=True, verify_numerics=True), workers=2))
-    assert [r.texts is not None for r in compared] == [True, False]
+    results = modules(run_batch(discover(tmp_path), RunOptions(check=True), workers=1))
+    assert [(r.status, r.texts, r.numerics) for r in results] == [("changed", None, None), ("unchanged", None, None)]
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux)."""
+    return {int(pid) for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()}
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["in this process", "in 2 worker processes"])
+def test_verify_numerics_compares_each_file_where_it_was_processed(tmp_path: Path, workers: int) -> None:
+    """Each file comes home compared already, as `advance` sees it, with no module text or --per-pass
+    stage: the parent never holds the texts, so its memory does not grow with the changed modules, and
+    it is left with no XLA process of its own."""
+    (tmp_path / "int8_matmul.hlo").write_text((EXAMPLES / "int8_matmul.hlo").read_text())
+    (tmp_path / "plain.hlo").write_text(PLAIN)  # the passes do not change it: nothing to compare
+    (tmp_path / "split.hlo").write_text(f"{(EXAMPLES / 'int8_matmul.hlo').read_text()}// -----\n{PLAIN}")
+    before = _children()
+    seen: dict[str, list[tuple[str, bool, bool]]] = {}
+
+    def advance(file: FileResult) -> None:
+        seen[Path(file.path).name] = [
+            (m.status, m.numerics is not None, m.texts is None and not m.stages) for m in file.modules
+        ]
+
+    options = RunOptions(passes="all", check=True, verify_numerics=True, per_pass=True, split_input_file=True)
+    results = modules(run_batch(discover(tmp_path), options, workers=workers, advance=advance))
+    assert seen == {
+        "int8_matmul.hlo": [("changed", True, True)],
+        "plain.hlo": [("unchanged", False, True)],
+        "split.hlo": [("changed", True, True), ("unchanged", False, True)],
+    }
+    compared = [r.numerics for r in results if r.numerics is not None]
+    assert len(compared) == 2 and compared[0] == compared[1]  # the same module, alone and as a chunk
+    assert compared[0]["ok"] is True
+    assert [row["name"] for row in compared[0]["per_pass"]] == ["upcast-all-to-fp32", "neuron-int-matmul-downcast"]
+    assert batch._COMPARISONS is None and _children() == before
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_batch_worker_s_xla_processes_end_with_it() -> None:
+    """A local pool worker (or an executor's child) keeps its XLA zygote and worker until it exits, however
+    it exits: they are killed with it, so none is left behind."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # as a batch worker: compare once, say which processes that started, exit without cleaning up
+        os.close(read)
+        pool = batch._comparisons()
+        (xla_worker,) = pool.map(os.getpid, [()])
+        zygote = pool._zygote._process.pid  # pyright: ignore[reportOptionalMemberAccess]
+        os.write(write, f"{zygote} {xla_worker}".encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        started = [int(word) for word in pipe.read().split()]
+    os.waitpid(pid, 0)
+    assert len(started) == 2
+    deadline = time.monotonic() + 30
+    while any(map(_alive, started)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(_alive, started))
 
 
 def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +123,21 @@ def test_dask_batch_equals_the_local_one(client: Client, tree: Path, local: dict
     assert snapshot(Path("out-dask")) == snapshot(Path("out-local"))
     assert sorted(seen) == sorted(m["path"] for m in local["modules"])
     assert client.run(os.getpid) == workers  # boom.hlo killed a child of its worker, never the worker
+
+
+def test_verify_numerics_on_dask_equals_the_local_one(client: Client, tree: Path) -> None:
+    """--verify-numerics compares each file in the process that processed it (a child of a Dask worker,
+    or a local pool worker): the comparisons and the report are the local ones, boom.hlo included."""
+    verify = replace(options("out-local"), verify_numerics=True, per_pass=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch, "process_file", _dies_on_boom)
+        local = comparable(batch.run([str(tree)], verify).to_dict())
+    done = hloopt.batch.run([str(tree)], replace(verify, output="out-dask"), executor=client.get_executor())
+    assert comparable(done.to_dict()) == local
+    compared = {Path(m["path"]).name: m["numerics"] for m in local["modules"] if m["numerics"] is not None}
+    assert sorted(compared) == ["bn.hlo", "int8_matmul.hlo"]  # the changed modules, and only they
+    assert all(numerics["per_pass"] for numerics in compared.values())
+    assert all(m.texts is None and not m.stages for m in done.modules)  # no module text came home
 
 
 def test_dask_from_the_command_line(client: Client, tree: Path, local: dict[str, Any]) -> None:
