@@ -150,6 +150,31 @@ def test_verify_numerics_compares_each_file_where_it_was_processed(tmp_path: Pat
     assert batch._COMPARISONS is None and _children() == before
 
 
+#: Kills XLA's CPU compiler (SIGSEGV on a complex remainder) in every jaxlib from 0.10 to 0.12; spaced so that
+#: printing it changes it, and --verify-numerics compares it.
+CRASHES_XLA = """HloModule crashes_xla
+ENTRY main {
+  a  =  c64[2] constant({(1, 2), (3, 4)})
+  ROOT r = c64[2] remainder(a, a)
+}
+"""
+
+
+def test_a_comparison_that_crashes_xla_costs_only_its_module(tmp_path: Path) -> None:
+    """The worker's XLA process dies on the first module's comparison: that module's numerics say so, and the
+    next module is compared by a fresh XLA process of the same pool."""
+    (tmp_path / "a_crash.hlo").write_text(CRASHES_XLA)
+    (tmp_path / "b_int8_matmul.hlo").write_text((EXAMPLES / "int8_matmul.hlo").read_text())
+    options = RunOptions(check=True, verify_numerics=True)
+    crashed, compared = modules(run_batch(discover(tmp_path), options, workers=1))
+    assert crashed.status == "changed" and crashed.numerics is not None
+    assert crashed.numerics["ok"] is False
+    assert crashed.numerics["error"].startswith(
+        "XLA compile failed: worker died with SIG"
+    )  # the report names the module
+    assert compared.numerics is not None and compared.numerics["ok"] is True
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
