@@ -746,7 +746,7 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
-    with paused_gc():
+    with paused_gc(survives=True):
         try:
             try:
                 return cast(Module, _lark_for(_Parse(text, filename, callees_first)).parse(text, start="start"))
