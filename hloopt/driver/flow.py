@@ -308,7 +308,11 @@ def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: 
     """--verify-numerics into the results: each changed module's comparison (or the error that stopped it)
     becomes its ``numerics`` entry, as ``--report`` writes it."""
     changed = [result for result in results if result.status == "changed"]
-    for result, outcome in zip(changed, compare_numerics(changed, options, pool)):
+    try:
+        outcomes = compare_numerics(changed, options, pool)
+    except RuntimeError as err:  # the XLA processes failed, not a module (their zygote was killed, say)
+        outcomes = [HloError(f"internal error: {err}")] * len(changed)
+    for result, outcome in zip(changed, outcomes):
         result.numerics = {"ok": False, "error": str(outcome)} if isinstance(outcome, HloError) else outcome.to_dict()
 
 

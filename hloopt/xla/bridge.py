@@ -349,8 +349,16 @@ class _Zygote:
     def reap(self, pid: int) -> int:
         """Wait for a worker that has exited or been killed; its return code (-N for signal N)."""
         with self._lock:
-            self._socket.sendall(f"reap {pid}".encode())
-            return int(self._socket.recv(64))
+            try:
+                self._socket.sendall(f"reap {pid}".encode())
+                answer = self._socket.recv(64)
+            except OSError:
+                answer = b""
+        # A zygote that is gone (the OOM killer, say) took its workers with it: they die with their parent.
+        return int(answer) if answer else -signal.SIGKILL
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
 
     def close(self) -> None:
         self._socket.close()  # the zygote sees EOF and exits
@@ -526,6 +534,8 @@ class IsolatedPool:
         results: list[Any] = [None] * len(calls)
         if not calls:
             return results
+        if self._zygote is not None and not self._zygote.alive():
+            self.close()  # killed since the last map (the OOM killer, say): start again
         if self._zygote is None:
             self._zygote = _Zygote()
         zygote = self._zygote
@@ -542,6 +552,9 @@ class IsolatedPool:
                         index = next(pending, None)
                     if index is None:
                         return
+                    if worker is None and not zygote.alive():  # killed during this map: every call left is lost
+                        results[index] = XlaCrash("start", "the XLA zygote process died (killed, or out of memory)")
+                        continue
                     worker = worker or _Worker(zygote)
                     kind, value = worker.call(fn, calls[index], timeout)
                     if kind == "bug":

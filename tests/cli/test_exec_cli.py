@@ -249,3 +249,17 @@ def test_an_isolated_pool_keeps_its_worker_across_maps_and_replaces_a_crashed_on
     assert pool.map(int, [("7",)]) == [7]  # a closed pool starts again on its next map
     pool.close()
     assert _children() == before
+
+
+def test_an_isolated_pool_outlives_its_zygote() -> None:
+    """The zygote killed (by the OOM killer, say) during a map: its call and the calls left are crashes, not an
+    error of the whole map, and the next map starts a new zygote. A batch worker's pool lives through many files."""
+    with bridge.IsolatedPool(1) as pool:
+        assert pool.map(os.system, [("true",)]) == [0]
+        zygote = pool._zygote._process.pid  # pyright: ignore[reportOptionalMemberAccess]
+        # The worker kills its zygote, and dies with it (PR_SET_PDEATHSIG) while it waits.
+        killed, left = pool.map(os.system, [(f"kill -9 {zygote}; sleep 5",), ("true",)])
+        assert isinstance(killed, XlaCrash) and "worker killed" in killed.message
+        assert isinstance(left, XlaCrash) and "the XLA zygote process died" in left.message
+        assert pool.map(os.system, [("true",), ("true",)]) == [0, 0]
+        assert pool._zygote._process.pid != zygote  # pyright: ignore[reportOptionalMemberAccess]

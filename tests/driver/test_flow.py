@@ -6,11 +6,13 @@ import io
 import sys
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
+from typing import Any, cast
 
 import pytest
 
-from hloopt.driver.flow import Job, ModuleResult, RunOptions, process_file
+from hloopt.driver.flow import Job, ModuleResult, RunOptions, process_file, verify_numerics
 from hloopt.errors import HloError, HloParseError
+from hloopt.xla.bridge import IsolatedPool
 
 PLAIN = """\
 HloModule plain
@@ -139,3 +141,22 @@ def test_per_pass_keeps_the_module_after_each_changing_pass(tmp_path: Path) -> N
     again = process_module(Job(str(tmp_path / "m.hlo")), replace(options, dump_dir=str(dump)))
     assert again.stages == result.stages
     assert not process_module(Job(str(tmp_path / "m.hlo")), RunOptions(passes="all", check=True)).stages
+
+
+class _BrokenPool:
+    """XLA's processes failing as a whole (what `IsolatedPool.map` raises when its own machinery breaks)."""
+
+    def map(self, fn: object, calls: object, *, timeout: float | None = None) -> list[Any]:
+        raise RuntimeError("_compare raised in a worker: the XLA worker zygote died")
+
+
+def test_a_broken_xla_pool_is_each_changed_module_s_numerics_error() -> None:
+    """A batch worker's comparisons failing wholesale cost that file's comparisons, never the batch."""
+    changed = ModuleResult("a.hlo", "changed", texts=(PLAIN, PLAIN))
+    unchanged = ModuleResult("b.hlo", "unchanged", texts=(PLAIN, PLAIN))
+    verify_numerics([changed, unchanged], RunOptions(verify_numerics=True), cast(IsolatedPool, _BrokenPool()))
+    assert changed.numerics == {
+        "ok": False,
+        "error": "internal error: _compare raised in a worker: the XLA worker zygote died",
+    }
+    assert unchanged.numerics is None
