@@ -291,17 +291,14 @@ def compare_numerics(
 
     jax stays out of this process, and an input that crashes XLA costs only its own comparison.
     """
-    from hloopt.xla.bridge import IsolatedPool
+    from hloopt.xla.bridge import isolated_map
 
     calls: list[tuple[str, str, list[tuple[str, str]] | None, RunOptions, str]] = []
     for result in results:
         if result.texts is None:
             raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
         calls.append((*result.texts, result.stages if options.per_pass else None, options, result.label))
-    if pool is not None:
-        return pool.map(_compare, calls)
-    with IsolatedPool(1) as own:
-        return own.map(_compare, calls)
+    return pool.map(_compare, calls) if pool is not None else isolated_map(_compare, calls, workers=1)
 
 
 def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: IsolatedPool | None = None) -> None:
