@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from hlo_text import hlo
+from processes import children
 
 from hloopt.cli.execution import compare_command, exec_command
 from hloopt.xla import bridge
@@ -222,18 +223,10 @@ def test_signals_timeouts_and_bugs() -> None:
         isolated_map(divmod, [(1, 0)])
 
 
-def _children() -> set[int]:
-    """This process's child processes (Linux)."""
-    found: set[int] = set()
-    for task in Path("/proc/self/task").iterdir():
-        found.update(int(pid) for pid in (task / "children").read_text().split())
-    return found
-
-
 def test_an_isolated_pool_keeps_its_worker_across_maps_and_replaces_a_crashed_one() -> None:
     """What a batch worker comparing module after module relies on: one zygote and one XLA worker for
     all its modules, a crash costing only its own call, and nothing left running once closed."""
-    before = _children()
+    before = children()
     with bridge.IsolatedPool(1) as pool:
         (first,) = pool.map(os.getpid, [()])
         (second,) = pool.map(os.getpid, [()])
@@ -241,14 +234,14 @@ def test_an_isolated_pool_keeps_its_worker_across_maps_and_replaces_a_crashed_on
         crashed, third = pool.map(os.abort, [()]), pool.map(os.getpid, [()])
         assert isinstance(crashed[0], XlaCrash) and "SIGABRT" in crashed[0].message
         assert third[0] != first  # a fresh worker, forked from the same zygote
-        assert len(_children() - before) == 1  # the zygote: every worker is its child, not ours
+        assert len(children() - before) == 1  # the zygote: every worker is its child, not ours
         with pytest.raises(RuntimeError, match="ZeroDivisionError"):
             pool.map(divmod, [(1, 0)])
         assert pool.map(os.getpid, [()]) == third  # a bug in the call is not the worker's end
-    assert _children() == before
+    assert children() == before
     assert pool.map(int, [("7",)]) == [7]  # a closed pool starts again on its next map
     pool.close()
-    assert _children() == before
+    assert children() == before
 
 
 def test_an_isolated_pool_outlives_its_zygote() -> None:

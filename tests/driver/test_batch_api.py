@@ -10,6 +10,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 import pytest
+from processes import alive, children
 
 from hloopt.driver import batch
 from hloopt.driver.batch import discover, run_batch
@@ -115,11 +116,6 @@ def test_a_batch_sends_no_text_home_without_verify_numerics(tmp_path: Path) -> N
     assert [(r.status, r.texts, r.numerics) for r in results] == [("changed", None, None), ("unchanged", None, None)]
 
 
-def _children() -> set[int]:
-    """This process's child processes (Linux)."""
-    return {int(pid) for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()}
-
-
 @pytest.mark.parametrize("workers", [1, 2], ids=["in this process", "in 2 worker processes"])
 def test_verify_numerics_compares_each_file_where_it_was_processed(tmp_path: Path, workers: int) -> None:
     """Each file comes home compared already, as `advance` sees it, with no module text or --per-pass
@@ -128,7 +124,7 @@ def test_verify_numerics_compares_each_file_where_it_was_processed(tmp_path: Pat
     (tmp_path / "int8_matmul.hlo").write_text((EXAMPLES / "int8_matmul.hlo").read_text())
     (tmp_path / "plain.hlo").write_text(PLAIN)  # the passes do not change it: nothing to compare
     (tmp_path / "split.hlo").write_text(f"{(EXAMPLES / 'int8_matmul.hlo').read_text()}// -----\n{PLAIN}")
-    before = _children()
+    before = children()
     seen: dict[str, list[tuple[str, bool, bool]]] = {}
 
     def advance(file: FileResult) -> None:
@@ -147,7 +143,7 @@ def test_verify_numerics_compares_each_file_where_it_was_processed(tmp_path: Pat
     assert len(compared) == 2 and compared[0] == compared[1]  # the same module, alone and as a chunk
     assert compared[0]["ok"] is True
     assert [row["name"] for row in compared[0]["per_pass"]] == ["upcast-all-to-fp32", "neuron-int-matmul-downcast"]
-    assert batch._COMPARISONS is None and _children() == before
+    assert batch._COMPARISONS is None and children() == before
 
 
 #: Kills XLA's CPU compiler (SIGSEGV on a complex remainder) in every jaxlib from 0.10 to 0.12; spaced so that
@@ -175,14 +171,6 @@ def test_a_comparison_that_crashes_xla_costs_only_its_module(tmp_path: Path) -> 
     assert compared.numerics is not None and compared.numerics["ok"] is True
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
-
-
 def test_a_batch_worker_s_xla_processes_end_with_it() -> None:
     """A local pool worker (or an executor's child) keeps its XLA zygote and worker until it exits, however
     it exits: they are killed with it, so none is left behind."""
@@ -201,9 +189,9 @@ def test_a_batch_worker_s_xla_processes_end_with_it() -> None:
     os.waitpid(pid, 0)
     assert len(started) == 2
     deadline = time.monotonic() + 30
-    while any(map(_alive, started)) and time.monotonic() < deadline:
+    while any(map(alive, started)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(map(_alive, started))
+    assert not any(map(alive, started))
 
 
 def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:
