@@ -1,10 +1,8 @@
-"""Reading and atomically writing the CLI's .npy and raw .bin files."""
+"""Reading the CLI's .npy and raw .bin files, and encoding its outputs as them."""
 
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -41,27 +39,16 @@ def read_input(path: Path, src: DType | None) -> tuple[np.ndarray | bytes, DType
     return np.ascontiguousarray(array), src
 
 
-def write_output(path: Path, result: np.ndarray | bytes | bytearray | memoryview, dst: DType) -> None:
-    """Write .npy for a .npy path and raw bytes otherwise, atomically.
+def encode_output(path: Path, result: np.ndarray | bytes | bytearray | memoryview, dst: DType) -> bytes:
+    """The bytes of `path`'s output: .npy for a .npy path, raw little-endian elements otherwise.
 
-    The data goes to a temporary file in the destination directory, which is
-    then renamed over the target, so readers never see a half-written file.
+    Only the bytes: writing them (atomically, through to a device or FIFO, a symlink's
+    target) is the caller's, so the cast engine needs nothing outside itself.
     """
     if path.suffix == NPY_SUFFIX:
         array = result if isinstance(result, np.ndarray) else np.frombuffer(result, dst.container)
-        payload = _npy_bytes(array)
-    else:
-        payload = result.tobytes() if isinstance(result, np.ndarray) else bytes(result)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return _npy_bytes(array)
+    return result.tobytes() if isinstance(result, np.ndarray) else bytes(result)
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

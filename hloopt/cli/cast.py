@@ -10,9 +10,9 @@ from hloopt.cast_engine.config import FP8ConversionConfig
 from hloopt.cast_engine.dtypes import NEURON, PROFILES, XLA, DType, resolve
 from hloopt.cast_engine.engine import cast
 from hloopt.cast_engine.errors import CastError
-from hloopt.cast_engine.fileio import read_input, write_output
+from hloopt.cast_engine.fileio import encode_output, read_input
 from hloopt.errors import HloError
-from hloopt.support.fileio import check_output, write_error
+from hloopt.support.fileio import check_output, write_atomic
 
 
 class CommandError(click.ClickException):
@@ -69,9 +69,6 @@ def cast_command(
         check_output(output_path)
         data, source = read_input(input_path, source)
         result = cast(data, source.name, target.name, config, profile)
-        try:
-            write_output(output_path, result, target)
-        except OSError as err:
-            raise write_error(output_path, err) from None
+        write_atomic(output_path, encode_output(output_path, result, target))
     except (CastError, HloError, OSError) as exc:
         raise CommandError(str(exc)) from None

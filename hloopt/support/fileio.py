@@ -46,7 +46,8 @@ def check_output(path: str | os.PathLike[str], *, directory: bool = False, creat
     """Refuse, before anything is written, an output file (or `directory`) that could not be written.
 
     `create`: missing directories on the way will be made (a batch's mirrored tree,
-    a dump directory), so only the nearest existing one must be writable.
+    a dump directory), so only the nearest existing one must be writable. A device or
+    FIFO is a valid output (it is written through), and so is a symlink: its target is.
     """
     target = Path(path)
     problem = _problem(target, directory, create)
@@ -90,6 +91,10 @@ def _problem(target: Path, directory: bool, create: bool) -> str | None:
             return "is a directory"
         if directory:
             return None if os.access(target, os.W_OK | os.X_OK) else "cannot write in this directory: permission denied"
+        if not stat.S_ISREG(mode):  # written through, in place: its directory plays no part
+            return None if os.access(target, os.W_OK) else "permission denied"
+    if not directory:
+        target = _final(target)  # a symlink's target is what is replaced, beside itself
     parent = _parent(target)
     for ancestor in (parent, *parent.parents):
         mode = _mode(ancestor)
@@ -123,12 +128,18 @@ def _parent(target: Path) -> Path:
     return target.parent if str(target.parent) else Path(".")
 
 
+def _final(target: Path) -> Path:
+    """The file a write to `target` replaces: `target`, or the end of its chain of symlinks (which
+    need not exist: a dangling link's target is created), so that the links stay links."""
+    return Path(os.path.realpath(target)) if os.path.islink(target) else target
+
+
 #: The temporary files of this process's writes still under way (see `discard_partial_writes`).
 _writing: set[str] = set()
 
 
-def _create_temporary(target: Path) -> tuple[int, str]:
-    """A new temporary file beside `target`, as `tempfile.mkstemp` makes one (O_EXCL, mode 0600).
+def _create_temporary(target: Path, mode: int) -> tuple[int, str]:
+    """A new temporary file beside `target`, as `tempfile.mkstemp` makes one (O_EXCL), with `mode`.
 
     Its name is recorded in `_writing` *before* the file exists, so a worker killed at any
     point between the two leaves nothing behind (mkstemp's name is known only once it exists).
@@ -137,7 +148,7 @@ def _create_temporary(target: Path) -> tuple[int, str]:
         temp = str(_parent(target) / f".{target.name}.{secrets.token_hex(4)}.tmp")
         _writing.add(temp)
         try:
-            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), temp
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), temp
         except FileExistsError:
             _writing.discard(temp)
         except BaseException:
@@ -146,15 +157,29 @@ def _create_temporary(target: Path) -> tuple[int, str]:
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
+    """Write `data` to `path` so that readers see the old file or the whole new one, never a part.
+
+    What is not a regular file (``/dev/null``, a FIFO, a terminal) is written through, as a
+    shell's ``>`` would, never replaced; a symlink stays, and the file at the end of its chain
+    is replaced (or created) atomically.
+    """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    existing = _mode(target)
+    if isinstance(existing, str):  # a symlink loop, a directory on the way that cannot be searched
+        raise HloError(f"{target}: {existing}")
+    if isinstance(existing, int) and not stat.S_ISREG(existing) and not stat.S_ISDIR(existing):
+        _write_through(target, payload)
+        return
+    final = _final(target)
+    existing = _mode(final)
     try:
-        fd, temp = _create_temporary(target)
+        # A new file is created with 0666 and the kernel applies the umask (and a default ACL):
+        # no process-wide umask() call. A replacement starts private and takes the old file's mode.
+        fd, temp = _create_temporary(final, 0o600 if isinstance(existing, int) else 0o666)
     except OSError as err:
         raise write_error(target, err) from None
     try:
-        existing = _mode(target)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             if isinstance(existing, int):
@@ -162,8 +187,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
                 # A new file lost in a crash costs the user nothing, and thousands of fsyncs cost a batch much.
                 handle.flush()
                 os.fsync(handle.fileno())
-        os.chmod(temp, existing & 0o7777 if isinstance(existing, int) else 0o666 & ~_umask())
-        os.replace(temp, target)
+                os.chmod(temp, existing & 0o7777)
+        os.replace(temp, final)
     except BaseException as err:
         Path(temp).unlink(missing_ok=True)
         if isinstance(err, OSError):
@@ -171,6 +196,22 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         raise
     finally:
         _writing.discard(temp)
+
+
+def _write_through(target: Path, payload: bytes) -> None:
+    """`payload` into a device, FIFO or terminal, opened as it is: no O_CREAT, no O_TRUNC, no chmod, no rename.
+
+    Opening a FIFO waits for its reader, as ``cat > fifo`` does; a short write (a pipe) is continued.
+    """
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NOCTTY)
+    except OSError as err:
+        raise write_error(target, err) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:  # buffered writes loop until every byte is taken
+            handle.write(payload)
+    except OSError as err:
+        raise write_error(target, err) from None
 
 
 def discard_partial_writes() -> None:
@@ -181,9 +222,3 @@ def discard_partial_writes() -> None:
     """
     for temp in list(_writing):
         Path(temp).unlink(missing_ok=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

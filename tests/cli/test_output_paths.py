@@ -8,7 +8,6 @@ so the permission wording is also tested with the refusal simulated.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -145,7 +144,6 @@ def test_a_write_refused_after_the_checks_is_worded_the_same(
     def refuse(*args: object, **kwargs: object) -> tuple[int, str]:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)  # the cast engine's own writer
     monkeypatch.setattr(fileio, "_create_temporary", refuse)
     code, stderr = invoke(*args)
     out = args[args.index("-o") + 1]
