@@ -74,8 +74,7 @@ def write_error(path: str | os.PathLike[str], err: OSError, *, directory: bool =
         elif isinstance(err, IsADirectoryError):
             problem = "is a directory"
         else:
-            reason = err.strerror or str(err)
-            problem = f"cannot write: {reason[:1].lower()}{reason[1:]}"
+            problem = f"cannot write: {_reason(err)}"
     return HloError(f"{target}: {problem}")
 
 
@@ -121,7 +120,13 @@ def _mode(path: Path) -> int | str | None:
     except PermissionError:
         return f"cannot reach {path}: permission denied"
     except OSError as err:
-        return f"cannot reach {path}: {err.strerror}"
+        return f"cannot reach {path}: {_reason(err)}"
+
+
+def _reason(err: OSError) -> str:
+    """The system's reason, as the middle of a sentence (``no space left on device``)."""
+    reason = err.strerror or str(err)
+    return reason[:1].lower() + reason[1:]
 
 
 def _parent(target: Path) -> Path:

@@ -1,15 +1,17 @@
-"""`write_atomic`: a reader sees the old file or the whole new one; only a replacement pays for fsync."""
+"""`write_atomic`: a reader sees the old file or the whole new one; only a replacement pays for fsync;
+a device or FIFO is written through, and a symlink stays while its target is replaced."""
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
 
 from hloopt.errors import HloError
-from hloopt.support.fileio import write_atomic
+from hloopt.support.fileio import check_output, write_atomic
 
 
 def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -64,3 +66,125 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, mon
         write_atomic(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["mine.hlo"]
+
+
+def test_dev_null_is_written_through_and_stays_a_character_device() -> None:
+    """``-o /dev/null`` as root: renaming over it would make the machine's /dev/null a regular file."""
+    before = os.stat("/dev/null")
+    assert stat.S_ISCHR(before.st_mode)
+    check_output("/dev/null")
+    write_atomic("/dev/null", "HloModule m\n" * 1000)
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
+    assert stat.S_IMODE(after.st_mode) == stat.S_IMODE(before.st_mode)
+
+
+def test_a_fifo_gets_every_byte_and_stays_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.hlo"
+    os.mkfifo(fifo)
+    check_output(fifo)
+    payload = bytes(range(256)) * 4096  # far more than a pipe holds: the writer must keep writing
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    write_atomic(fifo, payload)
+    reader.join()
+    assert received == [payload]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["out.hlo"]
+
+
+def test_a_fifo_whose_reader_left_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.hlo"
+    os.mkfifo(fifo)
+    reader = threading.Thread(target=lambda: open(fifo, "rb").close())  # opens, reads nothing, leaves
+    reader.start()
+    with pytest.raises(HloError, match=r"out\.hlo: cannot write: broken pipe"):
+        write_atomic(fifo, b"x" * (1 << 20))
+    reader.join()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def _chain(tmp_path: Path, depth: int) -> Path:
+    """link{depth} -> … -> link1 -> real.hlo, each link relative and in its own directory."""
+    previous = Path("real.hlo")
+    for level in range(1, depth + 1):
+        (tmp_path / f"d{level}").mkdir()
+        link = tmp_path / f"d{level}" / f"link{level}.hlo"
+        link.symlink_to(Path("..", previous))
+        previous = link.relative_to(tmp_path)
+    return tmp_path / previous
+
+
+@pytest.mark.parametrize("depth", [1, 2, 5])
+def test_a_symlink_chain_stays_and_its_target_is_replaced_atomically(tmp_path: Path, depth: int) -> None:
+    real = tmp_path / "real.hlo"
+    real.write_text("old\n")
+    real.chmod(0o604)
+    inode = real.stat().st_ino
+    link = _chain(tmp_path, depth)
+    links = {p: os.readlink(p) for p in tmp_path.rglob("link*")}
+    check_output(link)
+    write_atomic(link, "new\n")
+    assert {p: os.readlink(p) for p in tmp_path.rglob("link*")} == links  # every link as it was
+    assert real.read_text() == "new\n" and not real.is_symlink()
+    assert real.stat().st_ino != inode  # replaced by rename, not rewritten in place
+    assert stat.S_IMODE(real.stat().st_mode) == 0o604
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_a_dangling_symlink_gets_its_target_created(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link.hlo"
+    link.symlink_to(Path("real", "new.hlo"))
+    check_output(link)
+    write_atomic(link, "new\n")
+    assert link.is_symlink() and os.readlink(link) == "real/new.hlo"
+    assert (tmp_path / "real" / "new.hlo").read_text() == "new\n"
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["new.hlo"]
+
+
+def test_a_dangling_symlink_into_a_missing_directory_is_refused_before_writing(tmp_path: Path) -> None:
+    link = tmp_path / "link.hlo"
+    link.symlink_to(Path("nowhere", "new.hlo"))
+    with pytest.raises(HloError, match=r"link\.hlo: directory .*nowhere does not exist"):
+        check_output(link)
+    assert link.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["link.hlo"]
+
+
+def test_a_symlink_loop_is_an_error_and_stays(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").symlink_to("b.hlo")
+    (tmp_path / "b.hlo").symlink_to("a.hlo")
+    for call in (check_output, lambda path: write_atomic(path, "x")):
+        with pytest.raises(HloError, match=r"a\.hlo: cannot reach .*a\.hlo: too many levels of symbolic links"):
+            call(tmp_path / "a.hlo")
+    assert (tmp_path / "a.hlo").is_symlink() and (tmp_path / "b.hlo").is_symlink()
+
+
+def test_a_directory_or_a_symlink_to_one_is_refused_as_an_output(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "to-dir").symlink_to("dir")
+    for name in ("dir", "to-dir"):
+        with pytest.raises(HloError, match=rf"{name}: is a directory"):
+            check_output(tmp_path / name)
+        with pytest.raises(HloError, match=rf"{name}: is a directory"):
+            write_atomic(tmp_path / name, "x")
+    assert (tmp_path / "to-dir").is_symlink() and list((tmp_path / "dir").iterdir()) == []
+
+
+def test_a_new_file_gets_its_mode_from_the_kernel_without_touching_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The umask is process-wide: setting it to read it races every other thread that creates a file."""
+    mask = os.umask(0o027)
+    try:
+
+        def forbidden(mask: int) -> int:
+            raise AssertionError("os.umask called by a library write")
+
+        monkeypatch.setattr(os, "umask", forbidden)
+        write_atomic(tmp_path / "new.hlo", "x")
+    finally:
+        monkeypatch.undo()
+        os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "new.hlo").stat().st_mode) == 0o640
