@@ -236,8 +236,7 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
         raise click.UsageError("- (stdin) must be the only INPUT")
     if options.in_place and ("-" in inputs or options.output is not None):
         raise click.UsageError("--in-place writes over INPUT: it needs a file or directory INPUT and no -o")
-    if options.per_pass and not options.verify_numerics:
-        raise click.UsageError("--per-pass compares the module after each pass: it needs --verify-numerics")
+    _refuse_options_without_effect(click.get_current_context(), options)
     if options.split_input_file and options.output_format not in (None, "hlo"):
         raise click.UsageError(
             f"--split-input-file writes its chunks back as HLO text; --output-format {options.output_format} "
@@ -247,6 +246,42 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
         _run_file(inputs[0], options, dask_scheduler)
     else:
         _run_batch(inputs, options, dask_scheduler)
+
+
+#: Options of ``run`` that mean something only beside another: (parameter, whether the options have what
+#: it needs, why it needs that). Given without it they would be ignored, so they are refused instead.
+_NEEDS: tuple[tuple[str, Callable[[RunOptions], bool], str], ...] = (
+    (
+        "per_pass",
+        lambda o: o.verify_numerics,
+        "--per-pass compares the module after each pass: it needs --verify-numerics",
+    ),
+    ("rtol", lambda o: o.verify_numerics, "--rtol is a tolerance of --verify-numerics: it needs --verify-numerics"),
+    ("atol", lambda o: o.verify_numerics, "--atol is a tolerance of --verify-numerics: it needs --verify-numerics"),
+    (
+        "numerics",
+        lambda o: o.passes is not None or o.verify_numerics,
+        "--numerics chooses the cast rules of the passes and of --verify-numerics: it needs --passes or "
+        "--verify-numerics",
+    ),
+    (
+        "dump_dir",
+        lambda o: o.passes is not None,
+        "--dump-dir keeps the module after each pass: it needs --passes",
+    ),
+    ("output_format", lambda o: not o.check, "--output-format chooses what is written: --check writes nothing"),
+    ("in_place", lambda o: not o.check, "--in-place rewrites INPUT: --check writes nothing"),
+)
+
+
+def _refuse_options_without_effect(ctx: click.Context, options: RunOptions) -> None:
+    """A usage error (exit 2) for each option given where it would do nothing, saying what it needs."""
+    default = click.core.ParameterSource.DEFAULT
+    useless = [
+        why for name, has, why in _NEEDS if ctx.get_parameter_source(name) not in (None, default) and not has(options)
+    ]
+    if useless:
+        raise click.UsageError("; ".join(useless))
 
 
 def _echo_module(text: str, output_format: str | None) -> None:
@@ -278,7 +313,8 @@ def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) 
     )
     given = [flag for flag, value in batch_only if value]
     if given:
-        raise click.UsageError(f"{', '.join(given)} only apply to a directory INPUT or several INPUTs")
+        verb = "apply" if len(given) > 1 else "applies"
+        raise click.UsageError(f"{', '.join(given)} only {verb} to a directory INPUT or several INPUTs")
     if options.output == "-":
         options = replace(options, output=None)
     elif options.output is not None and input_path != "-" and same_file(input_path, options.output):

@@ -3,16 +3,17 @@
 A module is the unit of failure: one that cannot be read, parsed, rewritten or
 written is recorded with its error and the batch goes on. Each file's output
 is written atomically by the process that made it, so a failure never leaves a
-partial file. A worker process that dies (a crash, the OOM killer) costs only
-the files it held: they are retried one per fresh process, so the one that
-kills its process is the one reported.
+partial file.
 
-On any `concurrent.futures.Executor` (Dask's ``client.get_executor()``, a
-process pool) each file is a task, at most a window of them in flight, and each
-task processes its file in a child forked from the executor's worker, so a
-file that kills its process is reported as it is locally and the worker lives
-on. The workers must see the files where this process sees them (a shared
-filesystem): they read the inputs and write the outputs themselves.
+Files are processed in child processes, each fed by one thread: --jobs threads
+of this process locally, or the threads of any `concurrent.futures.Executor`
+(Dask's ``client.get_executor()``, a process pool) with each file a task, at
+most a window of them in flight. A child is a fresh interpreter started with
+`subprocess`, never a fork: the caller may hold jax, whose threads a fork
+would copy without their locks. A file that kills its child (a crash, the OOM
+killer) costs only that file; the thread starts a new child for the next.
+An executor's workers must see the files where this process sees them (a
+shared filesystem): they read the inputs and write the outputs themselves.
 
 Each file goes through `hloopt.driver.flow.process_file`, exactly as a lone
 file does; this module only finds the files, picks this run's shard of them,
@@ -23,11 +24,11 @@ exits: the CLI does.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import pickle
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -35,11 +36,10 @@ import traceback
 import uuid
 import weakref
 from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, suppress
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 
@@ -277,28 +277,20 @@ def run_batch(
     executor: Executor | None = None,
     window: int | None = None,
 ) -> list[FileResult]:
-    """Process `jobs` in `workers` processes (in this one when 1), or as tasks on `executor`, at most
-    `window` (default `in_flight(workers)`) in flight; results in `jobs` order."""
+    """Process `jobs` in `workers` child processes (in this one when 1), or as tasks on `executor`, at
+    most `window` (default `in_flight(workers)`) in flight; results in `jobs` order."""
     window = window or in_flight(workers)
-    results: dict[Job, FileResult] = {}
-    suspects: list[Job] = []
     if executor is not None:
-        outcomes: Generator[tuple[Job, FileResult | None]] = _on_executor(executor, jobs, options, window)
+        outcomes = _on_executor(executor, [(job,) for job in jobs], options, window)
     elif workers <= 1 or len(jobs) <= 1:
         outcomes = _here(jobs, options)
     else:
-        outcomes = _in_pool(jobs, options, workers, window)
+        outcomes = _in_children(jobs, options, workers, window)
+    results: dict[Job, FileResult] = {}
     with closing(outcomes):  # stopped early (Ctrl-C in `advance`), it cancels what is in flight
         for job, result in outcomes:
-            if result is None:
-                suspects.append(job)
-                continue
             results[job] = result
             advance(result)
-    for job in suspects:  # each alone in a fresh process: only the file that kills it is lost
-        ((_, result),) = _in_pool([job], options, 1, 1)
-        results[job] = result if result is not None else _died(job)
-        advance(results[job])
     return [results[job] for job in jobs]
 
 
@@ -325,7 +317,7 @@ _COMPARISONS: tuple[int, IsolatedPool] | None = None
 
 
 def _comparisons() -> IsolatedPool:
-    """This process's XLA workers; a forked process makes its own (the pipes it inherited are its parent's)."""
+    """This process's XLA workers; a fork of this process makes its own (the pipes it inherited are its parent's)."""
     global _COMPARISONS
     if _COMPARISONS is None or _COMPARISONS[0] != os.getpid():
         from hloopt.xla.bridge import IsolatedPool
@@ -337,7 +329,7 @@ def _comparisons() -> IsolatedPool:
 def _end_comparisons() -> None:
     """End the XLA workers this process started (a batch run in this process, at its end).
 
-    A local pool worker or an executor's child keeps its own until it exits: they end with it
+    A batch child keeps its own until it exits: they end with it
     (they are killed when their parent dies, and read EOF on its pipes).
     """
     global _COMPARISONS
@@ -346,7 +338,7 @@ def _end_comparisons() -> None:
     _COMPARISONS = None
 
 
-def _here(jobs: Sequence[Job], options: RunOptions) -> Generator[tuple[Job, FileResult | None]]:
+def _here(jobs: Sequence[Job], options: RunOptions) -> Generator[tuple[Job, FileResult]]:
     """(job, result) for each file, processed in this process."""
     try:
         for job in jobs:
@@ -369,14 +361,8 @@ def _failed_file(job: Job, message: str) -> FileResult:
     return FileResult(job.name, [ModuleResult(job.name, "failed", error={"message": message})])
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    # fork: workers inherit the imported parser instead of importing it again; jax is never imported here.
-    context = multiprocessing.get_context("fork")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_on_terminate_discard_writes)
-
-
 def _on_terminate_discard_writes() -> None:
-    """A worker's first act: when the pool terminates it, because another worker died, it leaves no temporary file."""
+    """A child's first act: when it is terminated (the batch stopped), it leaves no temporary file."""
     signal.signal(signal.SIGTERM, _terminated)
 
 
@@ -410,8 +396,8 @@ def _as_completed(
             future.cancel()
 
 
-#: At most this many files per task in local worker processes: a task per small file costs the
-#: queues, threads and pickling of ProcessPoolExecutor more than the file's own parse and print.
+#: At most this many files per task in local children: a round trip per small file (thread, pipe,
+#: pickling) costs more than the file's own parse and print.
 _FILES_PER_TASK = 16
 
 
@@ -421,58 +407,50 @@ def _tasks(jobs: Sequence[Job], workers: int) -> list[tuple[Job, ...]]:
     return [tuple(jobs[i : i + size]) for i in range(0, len(jobs), size)]
 
 
-def _work_all(jobs: tuple[Job, ...], options: RunOptions) -> list[FileResult]:
-    return [_work(job, options) for job in jobs]
-
-
-def _in_pool(
+def _in_children(
     jobs: Sequence[Job], options: RunOptions, workers: int, window: int
-) -> Generator[tuple[Job, FileResult | None]]:
-    """(job, result) as files finish; result None for the files a worker held when the pool broke.
+) -> Generator[tuple[Job, FileResult]]:
+    """(job, result) as files finish in `workers` child processes, each fed by a thread of this one,
+    several files a task (at most `window` tasks in flight).
 
-    The files not yet sent to the broken pool go on in a new one.
+    The children are ended with the batch (when it stops early, those caught writing remove their
+    temporary files), so none outlives the call.
     """
-    todo = list(jobs)
-    while todo:
-        queue = list(reversed(_tasks(todo, workers)))
-        finished: set[Job] = set()
-        with (
-            _pool(workers) as pool,
-            closing(_as_completed(pool, partial(_work_all, options=options), queue, window)) as done,
-        ):
-            for task, future in done:
-                if isinstance(future.exception(), BrokenProcessPool):
-                    break  # the pool is gone: the files its workers held are suspects
-                for job, result in zip(task, future.result()):
-                    finished.add(job)
-                    yield job, result
-        unsent = [job for task in reversed(queue) for job in task]
-        left = finished.union(unsent)
-        yield from ((job, None) for job in todo if job not in left)
-        todo = unsent
+    with ThreadPoolExecutor(workers, thread_name_prefix="hloopt-batch") as threads:
+        yield from _on_executor(threads, _tasks(jobs, workers), options, window)
 
 
 def _on_executor(
-    executor: Executor, jobs: Sequence[Job], options: RunOptions, window: int
-) -> Generator[tuple[Job, FileResult | None]]:
-    """(job, result) as files finish on `executor`; a task that fails (its worker lost) is its file's failure."""
-    task = _Task(options, os.getcwd())
-    with closing(_as_completed(executor, task, list(reversed(jobs)), window)) as done:
-        for job, future in done:
-            try:
-                result = future.result()
-            except Exception as err:
-                result = _died(job, err)
-            yield job, result
+    executor: Executor, tasks: Sequence[tuple[Job, ...]], options: RunOptions, window: int
+) -> Generator[tuple[Job, FileResult]]:
+    """(job, result) as `tasks` finish on `executor`; a task that fails (its worker lost) is its files' failure.
+
+    The children an in-process executor (threads) starts belong to this batch and end with it; a task
+    pickled to another process uses that process's children (`_WORKER_CHILDREN`), kept for its next tasks.
+    """
+    children = _Children()
+    task = _Task(options, os.getcwd(), children)
+    try:
+        with closing(_as_completed(executor, task, list(reversed(tasks)), window)) as done:
+            for jobs, future in done:
+                try:
+                    results = future.result()
+                except Exception as err:
+                    results = [_died(job, err) for job in jobs]
+                yield from zip(jobs, results)
+    finally:
+        children.end()
 
 
 @dataclass(frozen=True)
 class _Task:
-    """One batch's work on an executor's worker: each file processed by the worker's `_Child`, in
-    this batch's working directory (relative INPUTs and -o stay as they were given)."""
+    """One batch's work on an executor's worker: files processed by a child of the worker, in this
+    batch's working directory (relative INPUTs and -o stay as they were given)."""
 
     options: RunOptions
     cwd: str
+    #: The batch's own children when the task runs in its process; None in another (see `__getstate__`).
+    children: _Children | None = field(default=None, compare=False)
     #: Dask's submit is pure by default: a task whose key (a hash of the function and its arguments) it
     #: still holds gets the held result, stale for a file changed since; each batch's keys are its own.
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -480,19 +458,15 @@ class _Task:
     def __dask_tokenize__(self) -> str:
         return self.token
 
-    def __call__(self, job: Job) -> FileResult:
-        child = _CHILDREN.child
-        if child is None:
-            child = _CHILDREN.child = _Child()
-        result = child.process(self, job)
-        if result is None:
-            _CHILDREN.child = None
-            child.end()
-            return _died(job)
-        return result
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled to another process, the task uses that process's children, not this batch's."""
+        return {**self.__dict__, "children": None}
+
+    def __call__(self, jobs: tuple[Job, ...]) -> list[FileResult]:
+        return (self.children or _WORKER_CHILDREN).process(self, jobs)
 
     def process(self, job: Job) -> FileResult:
-        """In the child: the file, as `_work` does it in a local worker."""
+        """In the child: the file, as `_work` does it in this process."""
         try:
             os.chdir(self.cwd)
         except OSError as err:
@@ -504,80 +478,122 @@ class _Task:
         return _work(job, self.options)
 
 
-class _Child:
-    """A process forked from an executor's worker that processes its files one after another.
+#: What a child runs: a fresh interpreter (never a fork of this process, which may hold jax and its
+#: threads) that imports hloopt's parser and passes, not jax, and serves the two pipes it is given.
+_CHILD_PROGRAM = "import sys; from hloopt.driver.batch import _serve; _serve(int(sys.argv[1]), int(sys.argv[2]))"
 
-    Long-lived, so the parser and the passes' caches stay warm as in a local worker; a file that
-    kills it (a crash in XLA, the OOM killer) costs that file only, and the worker forks a new one.
+
+class _Child:
+    """A child process that processes its files one after another, fed by one thread of its parent.
+
+    Long-lived, so the parser and the passes' caches stay warm; a file that kills it (a crash in XLA,
+    the OOM killer) costs that file only, and the thread starts a new one. It is started with
+    `subprocess` (a fresh interpreter), so it holds no copy of its parent's threads or locks, and it
+    needs no ``__main__`` guard in the caller's script, as multiprocessing's spawn would.
     """
 
     def __init__(self) -> None:
-        # One fork at a time: a child forked by another thread while this one's ends of the pipes are
-        # still open here would hold the reply pipe open, and this child's death would never read as EOF.
-        with _FORKING:
-            requests_read, requests_write = os.pipe()
-            replies_read, replies_write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(requests_write)
-                os.close(replies_read)
-                _serve(requests_read, replies_write)
+        # Pipes are not inheritable (PEP 446): a child started by another thread meanwhile gets none of these.
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD_PROGRAM, str(requests_read), str(replies_write)],
+                pass_fds=(requests_read, replies_write),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
             os.close(requests_read)
             os.close(replies_write)
         self._requests = os.fdopen(requests_write, "wb")
         self._replies = os.fdopen(replies_read, "rb")
-        # When the worker drops it (its thread ended) or exits: ask it to stop and reap it.
-        self.end = weakref.finalize(self, _end, os.getpid(), pid, self._requests, self._replies)
+        # When dropped, or at exit: ask it to stop and reap it.
+        self.end = weakref.finalize(self, _end, os.getpid(), process, self._requests, self._replies)
 
-    def process(self, task: _Task, job: Job) -> FileResult | None:
-        """The child's result for `job`, or None when it died on it."""
+    def process(self, task: _Task, jobs: tuple[Job, ...]) -> list[FileResult]:
+        """The child's results for `jobs`, in order, as many as it sent before it died (all if it did not)."""
+        results: list[FileResult] = []
         try:
-            pickle.dump((task, job), self._requests, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((task, jobs), self._requests, protocol=pickle.HIGHEST_PROTOCOL)
             self._requests.flush()
-            result: FileResult = pickle.load(self._replies)
+            while len(results) < len(jobs):
+                results.append(pickle.load(self._replies))
         except (OSError, EOFError, pickle.UnpicklingError):
-            return None
-        return result
+            pass
+        return results
 
 
-def _end(owner: int, pid: int, *pipes: BinaryIO) -> None:
-    """Stop and reap a child; only in the worker that forked it (a later child, forked from another
-    thread, drops its copy of this one too)."""
+def _end(owner: int, process: subprocess.Popen[bytes], *pipes: BinaryIO) -> None:
+    """Stop and reap a child; only in the process that started it (not in a fork of that process)."""
     if os.getpid() != owner:
         return
+    # Terminated first: a thread blocked reading its reply holds the pipe, which closes once the child is gone.
+    process.terminate()  # idle, it exits; caught writing, it removes its temporary file first
+    process.wait()
     for pipe in pipes:
         with suppress(OSError):
             pipe.close()
-    with suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)  # idle, it exits; caught writing, it removes its temporary file first
-    with suppress(ChildProcessError):
-        os.waitpid(pid, 0)
 
 
-class _Children(threading.local):
-    """Each thread of an executor's worker has its own child (Dask runs tasks in several threads)."""
+class _Children:
+    """The children of one batch (or of an executor's worker): one per thread that runs its tasks (Dask
+    runs tasks in several threads), each started on its thread's first file, and ended together."""
 
-    child: _Child | None = None
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._started: list[_Child] | None = []
+
+    def process(self, task: _Task, jobs: tuple[Job, ...]) -> list[FileResult]:
+        """`jobs` processed by this thread's child; a child that dies on one is replaced for the next."""
+        results: list[FileResult] = []
+        while len(results) < len(jobs):
+            child: _Child | None = getattr(self._local, "child", None)
+            if child is None:
+                with self._lock:
+                    if self._started is None:  # the batch has ended: a task that slipped through does nothing
+                        lost = RuntimeError("the batch ended before this file was processed")
+                        return results + [_died(job, lost) for job in jobs[len(results) :]]
+                    child = self._local.child = _Child()
+                    self._started.append(child)
+            results += child.process(task, jobs[len(results) :])
+            if len(results) < len(jobs):  # the child died on the next file
+                results.append(_died(jobs[len(results)]))
+                self._local.child = None
+                child.end()
+                with self._lock:
+                    if self._started is not None:
+                        self._started.remove(child)
+        return results
+
+    def end(self) -> None:
+        """End every child started (those caught writing remove their temporary files first)."""
+        with self._lock:
+            started, self._started = self._started or [], None
+        for child in started:
+            child.end()
 
 
-_CHILDREN = _Children()
-_FORKING = threading.Lock()
+#: The children of this process when it is an executor's worker (a Dask worker): kept across batches,
+#: ended when the worker exits.
+_WORKER_CHILDREN = _Children()
 
 
 def _serve(requests: int, replies: int) -> NoReturn:
-    """The child's loop: (task, job) in, the file's result out, until the worker closes the pipe."""
+    """The child's loop: (task, jobs) in, each file's result out, until the parent closes the pipe."""
     _on_terminate_discard_writes()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle; it then closes the pipe
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it then ends the child
     code = 0
     try:
         with os.fdopen(requests, "rb") as inbox, os.fdopen(replies, "wb") as outbox:
             while True:
                 try:
-                    task, job = pickle.load(inbox)
+                    task, jobs = pickle.load(inbox)
                 except EOFError:
                     break
-                pickle.dump(task.process(job), outbox, protocol=pickle.HIGHEST_PROTOCOL)
-                outbox.flush()
+                for job in jobs:  # each result as it is ready: when one file kills this process, the others are home
+                    pickle.dump(task.process(job), outbox, protocol=pickle.HIGHEST_PROTOCOL)
+                    outbox.flush()
     except BaseException:  # a bug: in the worker's log, and the worker reports the file as lost
         traceback.print_exc()
         sys.stderr.flush()

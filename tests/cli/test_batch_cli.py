@@ -168,7 +168,7 @@ def test_diff_mode_prints_every_changed_module(tree: Path) -> None:
         (["{tmp}/in", "-o", "{tmp}/in"], "is the input directory; use --in-place"),
         (["{tmp}/in", "-o", "{tmp}/out", "--passes", "nope"], "unknown pass 'nope'"),
         (["{tmp}/in", "-o", "{tmp}/out", "--glob", "*.none"], "no files matching *.none"),
-        (["{tmp}/in/deep/plain.hlo", "--jobs", "2"], "--jobs only apply to a directory INPUT"),
+        (["{tmp}/in/deep/plain.hlo", "--jobs", "2"], "--jobs only applies to a directory INPUT"),
         (["{tmp}/in", "--in-place", "-o", "{tmp}/out"], "--in-place writes over INPUT"),
     ],
 )
@@ -311,7 +311,10 @@ def test_several_inputs_with_a_bad_module_is_a_failed_batch(tree: Path) -> None:
     [
         (["{tmp}/in/deep/plain.hlo", "{tmp}/in/int8_matmul.hlo"], "several INPUTs: to process them give --in-place"),
         (["{tmp}/in/deep/plain.hlo", "{tmp}/in", "-o", "{tmp}/out"], "-o takes a single INPUT; with several, give"),
-        (["{tmp}/in/deep/plain.hlo", "{tmp}/in", "--check", "--dump-dir", "{tmp}/d"], "--dump-dir takes a single"),
+        (
+            ["{tmp}/in/deep/plain.hlo", "{tmp}/in", "--check", "--passes", "all", "--dump-dir", "{tmp}/d"],
+            "--dump-dir takes a single",
+        ),
         (["-", "{tmp}/in/deep/plain.hlo", "--check"], "- (stdin) must be the only INPUT"),
         (["{tmp}/in/deep/plain.hlo", "{tmp}/missing.hlo", "--in-place"], "missing.hlo: no such file or directory"),
     ],

@@ -129,7 +129,7 @@ def test_a_bad_shard_exits_2(tree: Path, value: str, message: str) -> None:
 
 def test_a_shard_of_one_file_is_refused(tree: Path) -> None:
     result = invoke("run", tree / "m00.hlo", "--check", "--shard", "1/2")
-    assert result.exit_code == 2 and "--shard only apply to a directory INPUT or several INPUTs" in result.stderr
+    assert result.exit_code == 2 and "--shard only applies to a directory INPUT or several INPUTs" in result.stderr
 
 
 # --- the examples in examples/ci, run as CI would run them ----------------------------------------

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path, PurePosixPath
 
 import pytest
+from batch_children import kills_on, slow_to_rename
 from processes import alive, children
 
 from hloopt.driver import batch
 from hloopt.driver.batch import discover, run_batch
-from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions
+from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file
 
 PLAIN = """\
 HloModule plain
@@ -38,58 +38,51 @@ def modules(files: list[FileResult]) -> list[ModuleResult]:
     return [module for file in files for module in file.modules]
 
 
-def _dies_on_boom(job: Job, options: RunOptions) -> FileResult:
-    if Path(job.path).name == "boom.hlo":
-        os._exit(7)  # what a segfault or the OOM killer looks like from the pool
-    return ORIGINAL(job, options)
-
-
-ORIGINAL = batch.process_file
-
-
-def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    names = [f"m{i:02d}.hlo" for i in range(12)]
-    names.insert(5, "boom.hlo")
+@pytest.mark.parametrize("count", [12, 60], ids=["a file per task", "several files per task"])
+def test_a_dying_child_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """The child that dies is replaced; the files of its task after the one it died on go to the new one."""
+    names = [f"m{i:02d}.hlo" for i in range(count)]
+    names.insert(7, "boom.hlo")
     for name in names:
         (tmp_path / name).write_text(PLAIN)
     out = tmp_path / "out"
-    monkeypatch.setattr(batch, "process_file", _dies_on_boom)  # forked workers inherit it
+    monkeypatch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))
+    before = children()
     results = modules(run_batch(discover(tmp_path), RunOptions(output=str(out)), workers=2))
     assert [Path(r.path).name for r in results] == sorted(names)
     by_name = {Path(r.path).name: r for r in results}
     assert by_name["boom.hlo"].status == "failed"
-    assert by_name["boom.hlo"].error is not None
-    assert "worker process died" in by_name["boom.hlo"].error["message"]
+    assert by_name["boom.hlo"].error == {
+        "message": f"{tmp_path}/boom.hlo: the worker process died while processing this file (crash or out of memory)"
+    }
     assert all(r.status == "changed" for name, r in by_name.items() if name != "boom.hlo")  # made canonical
     assert sorted(p.name for p in out.iterdir()) == sorted(n for n in names if n != "boom.hlo")
+    assert children() == before  # every child, the dead one's successor too, ended with the batch
 
 
-def _dies_on_boom_a_moment_later(job: Job, options: RunOptions) -> FileResult:
-    if Path(job.path).name == "boom.hlo":
-        time.sleep(0.5)  # the other worker is inside its (slowed) write by then
-        os._exit(7)
-    return ORIGINAL(job, options)
-
-
-def test_a_worker_terminated_mid_write_leaves_no_temporary_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """When one worker dies the pool terminates the others: one caught writing removes its temporary file."""
+def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C (here raised as the first file comes home) ends the children: the one caught between
+    writing its temporary file and renaming it removes the file, and the call returns at once."""
     src, out = tmp_path / "in", tmp_path / "out"
     src.mkdir()
-    for name in ("boom.hlo", "slow.hlo"):
+    for name in ("fast.hlo", "slow.hlo"):
         (src / name).write_text(PLAIN)
-    replace = os.replace
+    monkeypatch.setattr(batch, "_CHILD_PROGRAM", slow_to_rename("slow.hlo", 60))
+    before = children()
 
-    def slow_replace(source: str, destination: str) -> None:
-        time.sleep(3)  # the temporary file is written whole and waits to be renamed
-        replace(source, destination)
+    def interrupt(result: FileResult) -> None:
+        deadline = time.monotonic() + 30
+        while not any(p.name.startswith(".slow.hlo") or "slow.hlo." in p.name for p in out.iterdir()):
+            assert time.monotonic() < deadline, "the slow child never wrote its temporary file"
+            time.sleep(0.05)
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(os, "replace", slow_replace)  # forked workers inherit both patches
-    monkeypatch.setattr(batch, "process_file", _dies_on_boom_a_moment_later)
-    results = modules(run_batch(discover(src), RunOptions(output=str(out)), workers=2))
-    assert [r.status for r in results] == ["failed", "changed"]
-    assert [p.name for p in out.iterdir()] == ["slow.hlo"]
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(discover(src), RunOptions(output=str(out)), workers=2, advance=interrupt)
+    assert time.monotonic() - start < 30
+    assert [p.name for p in out.iterdir()] == ["fast.hlo"]
+    assert children() == before
 
 
 def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,7 +104,7 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
 
 def test_a_batch_sends_no_text_home_without_verify_numerics(tmp_path: Path) -> None:
     (tmp_path / "a.hlo").write_text(PLAIN)  # not canonical: printing it changes it
-    (tmp_path / "b.hlo").write_text(ORIGINAL(Job(str(tmp_path / "a.hlo")), RunOptions()).text)
+    (tmp_path / "b.hlo").write_text(process_file(Job(str(tmp_path / "a.hlo")), RunOptions()).text)
     results = modules(run_batch(discover(tmp_path), RunOptions(check=True), workers=1))
     assert [(r.status, r.texts, r.numerics) for r in results] == [("changed", None, None), ("unchanged", None, None)]
 
@@ -171,22 +164,19 @@ def test_a_comparison_that_crashes_xla_costs_only_its_module(tmp_path: Path) -> 
     assert compared.numerics is not None and compared.numerics["ok"] is True
 
 
-def test_a_batch_worker_s_xla_processes_end_with_it() -> None:
-    """A local pool worker (or an executor's child) keeps its XLA zygote and worker until it exits, however
-    it exits: they are killed with it, so none is left behind."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # as a batch worker: compare once, say which processes that started, exit without cleaning up
-        os.close(read)
-        pool = batch._comparisons()
-        (xla_worker,) = pool.map(os.getpid, [()])
-        zygote = pool._zygote._process.pid  # pyright: ignore[reportOptionalMemberAccess]
-        os.write(write, f"{zygote} {xla_worker}".encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        started = [int(word) for word in pipe.read().split()]
-    os.waitpid(pid, 0)
+def test_a_batch_child_s_xla_processes_end_with_it() -> None:
+    """A batch child keeps its XLA zygote and worker until it exits, however it exits: they are killed with
+    it, so none is left behind."""
+    program = (
+        "import os\n"
+        "from hloopt.driver import batch\n"
+        "pool = batch._comparisons()\n"
+        "(xla_worker,) = pool.map(os.getpid, [()])\n"
+        "print(pool._zygote._process.pid, xla_worker, flush=True)\n"
+        "os._exit(0)\n"  # as a child killed: nothing cleaned up
+    )
+    result = subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True, timeout=300)
+    started = [int(word) for word in result.stdout.split()]
     assert len(started) == 2
     deadline = time.monotonic() + 30
     while any(map(alive, started)) and time.monotonic() < deadline:

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from batch_children import kills_on
 
 import hloopt.batch
 from hloopt.driver import batch, flow
-from hloopt.driver.flow import FileResult, Job, RunOptions
+from hloopt.driver.flow import Job, RunOptions
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -35,16 +36,10 @@ PLAIN = "HloModule plain\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
 BAD = "HloModule m\nENTRY e {\n  ROOT b = f32[] add(x, y)\n}\n"
 
 
-def _dies_on_boom(job: Job, options: RunOptions) -> FileResult:
-    """`process_file`, but boom.hlo kills its process, as a segfault in XLA or the OOM killer would."""
-    if Path(job.path).name == "boom.hlo":
-        os.kill(os.getpid(), signal.SIGKILL)
-    return flow.process_file(job, options)
-
-
 def _install_killer() -> None:
-    """On each Dask worker (`Client.run`): the processes it forks for its files inherit the killer."""
-    batch.process_file = _dies_on_boom
+    """On each Dask worker (`Client.run`) or process pool worker: the children it starts for its files
+    die on boom.hlo, as on a segfault in XLA or the OOM killer."""
+    batch._CHILD_PROGRAM = kills_on("boom.hlo")
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +97,9 @@ def options(out: str) -> RunOptions:
 
 @pytest.fixture
 def local(tree: Path) -> dict[str, Any]:
-    """The batch in local worker processes, which fork with the killer installed."""
+    """The batch in local child processes, which die on boom.hlo."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(batch, "process_file", _dies_on_boom)
+        patch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))
         report = batch.run([str(tree)], options("out-local")).to_dict()
     assert report["summary"] == {"processed": 6, "changed": 2, "unchanged": 2, "failed": 2}
     (boom,) = [m for m in report["modules"] if m["path"].endswith("boom.hlo")]
@@ -130,7 +125,7 @@ def test_verify_numerics_on_dask_equals_the_local_one(client: Client, tree: Path
     or a local pool worker): the comparisons and the report are the local ones, boom.hlo included."""
     verify = replace(options("out-local"), verify_numerics=True, per_pass=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(batch, "process_file", _dies_on_boom)
+        patch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))
         local = comparable(batch.run([str(tree)], verify).to_dict())
     done = hloopt.batch.run([str(tree)], replace(verify, output="out-dask"), executor=client.get_executor())
     assert comparable(done.to_dict()) == local
@@ -160,9 +155,12 @@ def test_dask_from_the_command_line(client: Client, tree: Path, local: dict[str,
 
 
 def test_a_process_pool_and_a_thread_pool(tree: Path, local: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch, "process_file", _dies_on_boom)  # the pool's processes fork after this
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(2, mp_context=context) as processes, ThreadPoolExecutor(2) as threads:
+    monkeypatch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))  # the thread pool's children
+    context = multiprocessing.get_context("spawn")  # this process may hold jax: never fork it
+    with (
+        ProcessPoolExecutor(2, mp_context=context, initializer=_install_killer) as processes,
+        ThreadPoolExecutor(2) as threads,
+    ):
         for name, executor in (("processes", processes), ("threads", threads)):
             done = batch.run([str(tree)], options(f"out-{name}"), executor=executor)
             assert comparable(done.to_dict()) == local, name
@@ -206,7 +204,7 @@ def test_the_modules_in_flight_stay_within_the_window(tmp_path: Path) -> None:
 
 def test_an_executor_that_loses_its_tasks(tree: Path) -> None:
     """Each module of a broken or shut-down executor is a failure saying so, not the batch's."""
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=context) as broken:
         os.kill(broken.submit(os.getpid).result(), signal.SIGKILL)
         lost = batch.run([str(tree)], RunOptions(check=True), executor=broken)
@@ -252,7 +250,7 @@ def test_dask_scheduler_refused_with_a_lone_file_and_without_dask(tree: Path) ->
         text=True,
         timeout=60,
     )
-    assert lone.returncode == 2 and "--dask-scheduler only apply to a directory INPUT" in lone.stderr
+    assert lone.returncode == 2 and "--dask-scheduler only applies to a directory INPUT" in lone.stderr
     # As if the extra were not installed: importing distributed fails.
     no_dask = "import sys; sys.modules['distributed'] = None; from hloopt.cli.main import main; main()"
     missing = subprocess.run(
