@@ -28,13 +28,14 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
+from types import ModuleType
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from hloopt.errors import HloError
-from hloopt.ir.element_types import BY_CODE, NoNumpyType, numpy_dtype
+from hloopt.errors import HloError, HloParseError, SourceLocation, locate
+from hloopt.ir.element_types import NoNumpyType, numpy_dtype
 from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES
 from hloopt.ir.shape import ArrayShape
 
@@ -43,46 +44,139 @@ STAGES = ("parse", "convert", "compile", "execute")
 
 
 class XlaError(HloError):
-    """XLA rejected a module: the failing stage plus XLA's own message."""
+    """XLA rejected a module: the failing stage plus XLA's own message, in one line.
 
-    def __init__(self, stage: str, message: str, source: str | None = None) -> None:
+    `instruction` is the instruction the message is about, when XLA names one; `at` then places the
+    error on that instruction's line of the module's text (``FILE:LINE:COL``, the line and a caret).
+    """
+
+    def __init__(
+        self,
+        stage: str,
+        message: str,
+        source: str | None = None,
+        instruction: str | None = None,
+        location: SourceLocation | None = None,
+        source_line: str = "",
+    ) -> None:
         self.stage = stage
         self.message = message.strip()
         self.source = source
-        super().__init__(stage, self.message, source)
+        self.instruction = instruction
+        self.location = location
+        self.source_line = source_line
+        # All of them, so that the error pickles (a worker sends it to its parent) and copies whole.
+        super().__init__(stage, self.message, source, instruction, location, source_line)
 
     def __str__(self) -> str:
-        where = f"{self.source}: " if self.source else ""
-        return f"{where}XLA {self.stage} failed: {self.message}"
+        said = f"XLA {self.stage} failed: {self.message}"
+        if self.location is not None:
+            return HloParseError(said, self.location, self.source_line).render()
+        return f"{self.source}: {said}" if self.source else said
+
+    def named(self, source: str) -> XlaError:
+        """The same error, said of `source` (a file, a chunk) unless it names one already."""
+        if self.source is not None or self.location is not None:
+            return self
+        return type(self)(self.stage, self.message, source, self.instruction)
+
+    def at(self, text: str, filename: str) -> XlaError:
+        """The error located on the line of `text` that defines its instruction (`text` must be the
+        module as the user wrote it, in HLO text); itself when there is no such line."""
+        if self.instruction is None:
+            return self
+        found = re.search(rf"^[ \t]*(?:ROOT[ \t]+)?(%?{re.escape(self.instruction)})[ \t]*=", text, re.MULTILINE)
+        if found is None:
+            return self.named(filename)
+        location, line = locate(text, found.start(1), filename)
+        return type(self)(self.stage, self.message, filename, self.instruction, location, line)
 
 
 class XlaCrash(XlaError):
     """A worker process died (signal, abort, timeout) while XLA was at `stage`."""
 
 
+#: An MLIR diagnostic's error line: ``error: "name": message`` (the location is the instruction's name)
+#: or ``FILE:LINE:COL: error: message``; its ``note:`` lines (the operation in MLIR's generic form, the
+#: bytecode version that produced it) say nothing a user can act on.
+_MLIR_ERROR = re.compile(
+    r'^\s*(?:[^\s:]*:\d+:\d+:\s*)?error:\s*(?:"(?P<name>[^"]+)":\s*)?(?P<message>.*)$', re.MULTILINE
+)
+
+
+def _one_line(message: str) -> tuple[str, str | None]:
+    """XLA's message as one line, and the instruction it names: MLIR diagnostics (the StableHLO
+    converter's and verifier's refusals) keep only their error lines."""
+    errors = list(_MLIR_ERROR.finditer(message))
+    if not errors:
+        return " ".join(line.strip() for line in message.strip().splitlines()), None
+    names = [error["name"] for error in errors if error["name"]]
+    said = "; ".join(
+        f"%{error['name']}: {error['message'].strip()}" if error["name"] else error["message"].strip()
+        for error in errors
+    )
+    return said, names[0] if names else None
+
+
 # --- in-process XLA ------------------------------------------------------------------------
 
-#: Called with each stage name as it starts; a worker uses it to tell its parent where it is.
-_stage_listener: Callable[[str], None] | None = None
+#: Called with each stage's name, and what it runs, as it starts; a worker uses it to tell its parent
+#: where it is (set only in a worker process, which is how `isolated_call` knows it is in one).
+_stage_listener: Callable[[str, str], None] | None = None
 
 
 @contextmanager
-def _stage(name: str) -> Iterator[None]:
-    """Run one stage, turning any jaxlib exception into an `XlaError` for that stage."""
+def _stage(name: str, detail: str = "") -> Iterator[None]:
+    """Run one stage, turning any jaxlib exception into an `XlaError` for that stage; `detail` is what
+    a worker's death during it is blamed on (the custom calls a module runs)."""
     if _stage_listener is not None:
-        _stage_listener(name)
+        _stage_listener(name, detail)
     try:
         yield
     except HloError:
         raise
     except Exception as err:  # jaxlib raises JaxRuntimeError, MLIRError, ValueError, TypeError…
-        raise XlaError(name, str(err) or type(err).__name__) from None
+        message, instruction = (str(err), None) if name == "parse" else _one_line(str(err))
+        raise XlaError(name, message or type(err).__name__, instruction=instruction) from None
 
 
+@cache
 def _backend() -> Any:
+    """XLA's CPU client, with every custom call the installed jaxlib implements on the CPU ready to run."""
     import jax.extend
 
-    return jax.extend.backend.get_backend("cpu")
+    backend = jax.extend.backend.get_backend("cpu")
+    _ready_cpu_custom_calls()
+    return backend
+
+
+def _ready_cpu_custom_calls() -> None:
+    """Register and initialise every custom-call target jaxlib implements on the CPU, as jax does for its
+    own lowerings. jax registers LAPACK's targets on import but fills in their LAPACK routines (read from
+    scipy) only when it lowers a linalg op, so a module made elsewhere that calls one jumped to a null
+    pointer (SIGSEGV); jaxlib's sparse kernels are registered only by ``jax.experimental.sparse``. So: every
+    CPU registration of the jaxlib wrappers jax loads (``jax._src.lib``), and every native CPU kernel
+    module's ``initialize`` (``jaxlib.cpu``), whatever targets a given jaxlib has."""
+    import importlib
+    import pkgutil
+
+    import jax.ffi
+    import jaxlib.cpu
+    from jax._src import lib as jax_lib
+    from jaxlib import xla_client
+
+    registered = xla_client.custom_call_targets("cpu")
+    for wrapper in list(vars(jax_lib).values()):
+        registrations = getattr(wrapper, "registrations", None)
+        if not isinstance(wrapper, ModuleType) or not callable(registrations):
+            continue
+        for name, target, api_version in registrations().get("cpu", ()):
+            if name not in registered:
+                jax.ffi.register_ffi_target(name, target, platform="cpu", api_version=api_version)
+    for kernels in pkgutil.iter_modules(jaxlib.cpu.__path__):
+        initialize = getattr(importlib.import_module(f"jaxlib.cpu.{kernels.name}"), "initialize", None)
+        if callable(initialize):
+            initialize()
 
 
 def _parse(text: str) -> Any:
@@ -156,7 +250,9 @@ def _leaf_shapes(shape: Any) -> list[ArrayShape]:
         return [ArrayShape("token")]
     dims = tuple(shape.dimensions())
     dynamic = tuple(shape.is_dynamic_dimension(i) for i in range(len(dims)))
-    return [ArrayShape(BY_CODE[int(shape.xla_element_type().value)].name, dims, dynamic)]
+    # The element type from the shape's text (``s2[4]{0}``): `xla_element_type()` goes through jaxlib's Python
+    # enum, which lacks types XLA runs (jaxlib 0.10 has no S2/U2: "26 is not a valid PrimitiveType").
+    return [ArrayShape(str(shape).partition("[")[0], dims, dynamic)]
 
 
 def host_spec(shape: ArrayShape) -> tuple[tuple[int, ...], np.dtype]:
@@ -177,13 +273,22 @@ class Executable:
     parameters: tuple[ArrayShape, ...]
     results: tuple[ArrayShape, ...]
     _loaded: Any = field(repr=False, compare=False)
+    #: ``%name (target)`` of each custom call: native code outside XLA, what a crash while running is blamed on.
+    custom_calls: tuple[str, ...] = ()
+
+    @property
+    def _running(self) -> str:
+        """What a worker's death while this runs is said to have happened in."""
+        if not self.custom_calls:
+            return f"while running {self.name}"
+        return f"while running {self.name}, whose custom calls are: {', '.join(self.custom_calls)}"
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run once; tuple results come back flattened in order."""
         from jax._src import config
 
         self._check_inputs(inputs)
-        with _stage("execute"), config.enable_x64(True):  # x64 keeps f64/s64 inputs as they are
+        with _stage("execute", self._running), config.enable_x64(True):  # x64 keeps f64/s64 inputs as they are
             results = self._loaded.execute_sharded(self._placed(inputs)).disassemble_into_single_device_arrays()
             return [
                 np.zeros((0,), np.bool_) if leaf.element_type == "token" else np.asarray(shards[0])
@@ -201,7 +306,7 @@ class Executable:
             buffers = self._placed(inputs)
 
         def run() -> None:
-            with _stage("execute"):
+            with _stage("execute", self._running):
                 for shards in self._loaded.execute_sharded(buffers).disassemble_into_single_device_arrays():
                     shards[0].block_until_ready()
 
@@ -255,12 +360,46 @@ def _compile_cached(text: str) -> Executable:
         results = tuple(_leaf_shapes(program.result_shape()))
         stablehlo = _jax.mlir.hlo_to_stablehlo(proto)
     backend = _backend()
+    custom_calls = _custom_calls(module.to_string())
     with jax_mlir.make_ir_context():
         with _stage("convert"):
             mlir_module = ir.Module.parse(stablehlo)
-        with _stage("compile"):
-            loaded = backend.compile_and_load(mlir_module, _jax.DeviceList((backend.devices()[0],)))
-    return Executable(module.name, parameters, results, loaded)
+        try:
+            with _stage("compile", f"while compiling {module.name}"):
+                loaded = backend.compile_and_load(mlir_module, _jax.DeviceList((backend.devices()[0],)))
+        except XlaError as err:
+            raise _unimplemented_call(err, custom_calls) or err from None
+    return Executable(module.name, parameters, results, loaded, tuple(f"%{n} ({t})" for n, t in custom_calls))
+
+
+#: A custom call in XLA's text: the instruction's name and its target.
+_CUSTOM_CALL = re.compile(
+    r'^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=[^\n]*?\bcustom-call\([^\n]*?\bcustom_call_target="([^"]*)"', re.M
+)
+#: XLA's CPU compiler refusing a custom-call target nothing registered (untyped, then typed FFI).
+_UNREGISTERED = re.compile(
+    r"No registered implementation for (?:\w+ )?custom call to (\S+) for|No FFI handler registered for (\S+) on"
+)
+
+
+def _custom_calls(text: str) -> list[tuple[str, str]]:
+    """(instruction name, target) of each custom call in XLA's text of a module."""
+    return [(found[1], found[2]) for found in _CUSTOM_CALL.finditer(text)]
+
+
+def _unimplemented_call(err: XlaError, custom_calls: Sequence[tuple[str, str]]) -> XlaError | None:
+    """XLA's refusal of a custom-call target nothing implements on the CPU, said of the instruction that
+    calls it (XLA names only the target); None for any other error."""
+    found = _UNREGISTERED.search(err.message)
+    if found is None:
+        return None
+    target = found[1] or found[2]
+    callers = [name for name, called in custom_calls if called == target]
+    if not callers:
+        return None
+    version = ".".join(map(str, jaxlib_version()))
+    said = f"%{callers[0]} calls custom-call target {target}, which the installed jaxlib {version} does not implement on the CPU"
+    return XlaError("compile", said, instruction=callers[0])
 
 
 def execute(text: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -419,14 +558,17 @@ class _Worker:
         self._requests = os.fdopen(request, "wb")
         self._returncode: int | None = None
 
-    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None) -> tuple[str, Any]:
-        """``("ok", value)``, ``("error", HloError)``, ``("bug", traceback)`` or ``("crash", XlaCrash)``.
+    def call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None, label: str | None
+    ) -> tuple[str, Any]:
+        """``("ok", value)``, ``("error", HloError)``, ``("bug", traceback)`` or ``("crash", XlaCrash)``,
+        the crash said of `label` (the module's file) when given.
 
         After a crash the worker is gone (killed if it hung, past `timeout` or while dying).
         """
         stderr_start = os.fstat(self._stderr.fileno()).st_size
         watch = _Watch(self._stderr.fileno(), stderr_start, timeout)
-        stage = "start"
+        stage, detail = "start", ""
         try:
             _send(self._requests, (fn, args))
         except BrokenPipeError:
@@ -434,12 +576,15 @@ class _Worker:
         else:
             while (message := _receive(self._replies, watch.keep_waiting)) is not None:
                 kind, value = message
+                if kind == "error":
+                    return kind, _rebuilt(value)
                 if kind != "stage":
                     return kind, value
-                stage = value
-        return "crash", XlaCrash(stage, self._death_note(watch, stderr_start))
+                stage, detail = value
+        return "crash", XlaCrash(stage, self._death_note(watch, stderr_start, detail), label)
 
-    def _death_note(self, watch: _Watch, stderr_start: int) -> str:
+    def _death_note(self, watch: _Watch, stderr_start: int, detail: str) -> str:
+        """How the worker died, what it was running (`detail`), and the lines of its stderr that say why."""
         if watch.expired or watch.dying:
             os.kill(self._pid, signal.SIGKILL)
         code = self._reap()
@@ -451,7 +596,7 @@ class _Worker:
             note = f"worker died with {signal.Signals(-code).name}" if code < 0 else f"worker exited with code {code}"
         lines = _read_from(self._stderr.fileno(), stderr_start).decode(errors="replace").splitlines()
         causes = [line.strip() for line in lines if _CAUSE.search(line)][:3]
-        return "\n".join([note, *causes])
+        return "; ".join([f"{note} {detail}" if detail else note, *causes])
 
     def _reap(self) -> int:
         if self._returncode is None:
@@ -519,26 +664,38 @@ class IsolatedPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def start(self) -> None:
+        """Start the zygote's interpreter and jax import now, without waiting for it, so that it runs
+        while this process still reads its modules (`map` starts it anyway)."""
+        if self._zygote is not None and not self._zygote.alive():
+            self.close()  # killed since the last map (the OOM killer, say): start again
+        if self._zygote is None:
+            self._zygote = _Zygote()
+
     def map(
-        self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *, timeout: float | None = None
+        self,
+        fn: Callable[..., Any],
+        calls: Sequence[tuple[Any, ...]],
+        *,
+        timeout: float | None = None,
+        labels: Sequence[str] | None = None,
     ) -> list[Any]:
         """``fn(*args)`` for each args tuple in the pool's workers; results in order.
 
         `fn` must be importable by name (it is pickled by reference). An `HloError`
         (an `XlaError`, or an `XlaCrash` for a worker that died or ran past
-        `timeout` seconds) takes the place of that call's result. Each worker
-        streams its stage, so a crash is pinned on the one call that caused it
-        without bisecting, and only that call is lost (its worker is replaced).
-        Any other exception in a worker is a bug and is raised here as a RuntimeError.
+        `timeout` seconds, said of the call's entry in `labels`: its file) takes the
+        place of that call's result. Each worker streams its stage, so a crash is
+        pinned on the one call that caused it without bisecting, and only that call
+        is lost (its worker is replaced). Any other exception in a worker is a bug
+        and is raised here as a RuntimeError.
         """
         results: list[Any] = [None] * len(calls)
         if not calls:
             return results
-        if self._zygote is not None and not self._zygote.alive():
-            self.close()  # killed since the last map (the OOM killer, say): start again
-        if self._zygote is None:
-            self._zygote = _Zygote()
+        self.start()
         zygote = self._zygote
+        assert zygote is not None  # started above
         pending = iter(range(len(calls)))
         lock = threading.Lock()
         failures: list[str] = []
@@ -553,10 +710,11 @@ class IsolatedPool:
                     if index is None:
                         return
                     if worker is None and not zygote.alive():  # killed during this map: every call left is lost
-                        results[index] = XlaCrash("start", "the XLA zygote process died (killed, or out of memory)")
+                        died = "the XLA zygote process died (killed, or out of memory)"
+                        results[index] = XlaCrash("start", died, None if labels is None else labels[index])
                         continue
                     worker = worker or _Worker(zygote)
-                    kind, value = worker.call(fn, calls[index], timeout)
+                    kind, value = worker.call(fn, calls[index], timeout, None if labels is None else labels[index])
                     if kind == "bug":
                         failures.append(value)
                         return
@@ -598,15 +756,29 @@ def isolated_map(
     *,
     workers: int = 2,
     timeout: float | None = None,
+    labels: Sequence[str] | None = None,
 ) -> list[Any]:
     """``fn(*args)`` for each args tuple in `workers` fresh worker processes, as `IsolatedPool.map`."""
     with IsolatedPool(workers) as pool:
-        return pool.map(fn, calls, timeout=timeout)
+        return pool.map(fn, calls, timeout=timeout, labels=labels)
 
 
-def isolated_call(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
-    """``fn(*args)`` in one worker process: an XLA crash becomes an `XlaCrash`, not a dead CLI."""
-    (result,) = isolated_map(fn, [args], workers=1, timeout=timeout)
+def isolated_call(
+    fn: Callable[..., Any],
+    *args: Any,
+    timeout: float | None = None,
+    label: str | None = None,
+    pool: IsolatedPool | None = None,
+) -> Any:
+    """``fn(*args)`` in a worker process (of `pool`, else a fresh one): an XLA crash becomes an `XlaCrash`
+    said of `label`, not a dead caller. In a worker already, it runs here: the worker is the isolation."""
+    if _stage_listener is not None:
+        return fn(*args)
+    labels = None if label is None else [label]
+    if pool is None:
+        (result,) = isolated_map(fn, [args], workers=1, timeout=timeout, labels=labels)
+    else:
+        (result,) = pool.map(fn, [args], timeout=timeout, labels=labels)
     if isinstance(result, HloError):
         raise result
     return result
@@ -617,12 +789,28 @@ def canonical_in_subprocess(texts: Sequence[str], workers: int = 2) -> list[str 
     return isolated_map(canonical, [(text,) for text in texts], workers=workers)
 
 
-def _portable(error: HloError) -> HloError:
-    """The error itself if it survives pickling, else a plain HloError with the same text."""
+#: An error on its way from a worker: its class, args and attributes.
+_Shipped = tuple[type[HloError], tuple[Any, ...], dict[str, Any]]
+
+
+def _shipped(error: HloError) -> _Shipped:
+    """`error` as its class, args and attributes. An exception pickles as its class called on its args,
+    which fails or loses data when its ``__init__`` takes other parameters (`HloParseError`'s location);
+    an error that does not pickle even so goes as a plain HloError with the same text."""
+    record: _Shipped = (type(error), error.args, dict(vars(error)))
     try:
-        pickle.loads(pickle.dumps(error))
+        pickle.loads(pickle.dumps(record))
     except Exception:
-        return HloError(str(error))
+        return HloError, (str(error),), {}
+    return record
+
+
+def _rebuilt(record: _Shipped) -> HloError:
+    """The error `_shipped` sent, whole, without calling its ``__init__``."""
+    cls, args, state = record
+    error = cls.__new__(cls)
+    error.args = args
+    vars(error).update(state)
     return error
 
 
@@ -631,13 +819,13 @@ def _serve() -> None:
     global _stage_listener
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints from XLA or user code must not corrupt the frames
-    _stage_listener = lambda name: _send(replies, ("stage", name))  # noqa: E731
+    _stage_listener = lambda name, detail: _send(replies, ("stage", (name, detail)))  # noqa: E731
     while (message := _receive(0, None)) is not None:
         fn, args = message
         try:
             reply: tuple[str, Any] = ("ok", fn(*args))
         except HloError as err:
-            reply = ("error", _portable(err))
+            reply = ("error", _shipped(err))
         except Exception:
             reply = ("bug", traceback.format_exc())
         _send(replies, reply)

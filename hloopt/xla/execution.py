@@ -31,7 +31,7 @@ from hloopt.ir import Module
 from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
 from hloopt.ir.shape import ArrayShape
 from hloopt.support.fileio import write_atomic
-from hloopt.xla.bridge import Executable, XlaError, compile_cpu, host_spec
+from hloopt.xla.bridge import Executable, IsolatedPool, XlaError, compile_cpu, host_spec, isolated_call
 
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-8
@@ -115,7 +115,7 @@ def _compile(module: ModuleLike, label: str, numerics: Numerics = "xla") -> tupl
     try:
         return compile_cpu(text), notes
     except XlaError as err:
-        raise type(err)(err.stage, err.message, label) from None
+        raise err.named(label) from None
 
 
 def _kind(dtype: np.dtype) -> str:
@@ -213,9 +213,20 @@ def _check_runnable(executables: Sequence[Executable], max_bytes: int) -> None:
             dims, dtype = host_spec(leaf)
             total += math.prod(dims) * dtype.itemsize
     if total > max_bytes:
-        raise ExecutionError(
-            f"inputs and outputs need {total / 2**20:,.1f} MiB, over the limit of {max_bytes / 2**20:,.1f} MiB"
-        )
+        raise ExecutionError(f"inputs and outputs need {byte_size(total)}, over the limit of {byte_size(max_bytes)}")
+
+
+def byte_size(count: int) -> str:
+    """`count` bytes in the largest binary unit that keeps it at least 1 (``10 bytes``, ``1.5 KiB``,
+    ``2 GiB``), so that a small limit does not read as ``0.0 MiB``."""
+    if count < 1024:
+        return "1 byte" if count == 1 else f"{count} bytes"
+    size, unit = count / 1024, "KiB"
+    for larger in ("MiB", "GiB", "TiB", "PiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, larger
+    return f"{size:,.1f}".removesuffix(".0") + f" {unit}"
 
 
 def _prepare(executable: Executable, inputs: Sequence[np.ndarray] | None, seed: int) -> list[np.ndarray]:
@@ -255,9 +266,28 @@ def run(
     max_bytes: int = DEFAULT_MAX_BYTES,
     label: str = "module",
     numerics: Numerics = "xla",
+    *,
+    pool: IsolatedPool | None = None,
 ) -> Execution:
-    """Compile for the CPU and run once under `numerics`; without `inputs`, make them from `seed`."""
-    executable, notes = _compile(module, label, numerics)
+    """Compile for the CPU and run once under `numerics`; without `inputs`, make them from `seed`.
+
+    XLA runs in a worker process (one of `pool`'s, else one started for this call), so a module that
+    crashes XLA raises an `XlaCrash` naming `label` instead of killing the caller, and XLA's logging
+    stays out of the caller's terminal.
+    """
+    return isolated_call(_run, _text(module), _host(inputs), seed, max_bytes, label, numerics, label=label, pool=pool)
+
+
+def _host(inputs: Sequence[Any] | None) -> list[np.ndarray] | None:
+    """The inputs as numpy arrays (jax arrays among them too), which is how they travel to a worker."""
+    return None if inputs is None else [np.asarray(array) for array in inputs]
+
+
+def _run(
+    text: str, inputs: Sequence[np.ndarray] | None, seed: int, max_bytes: int, label: str, numerics: Numerics
+) -> Execution:
+    """`run` in the worker."""
+    executable, notes = _compile(text, label, numerics)
     _check_runnable([executable], max_bytes)
     prepared = _prepare(executable, inputs, seed)
     outputs = executable(prepared)
@@ -270,12 +300,16 @@ def execute(
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     numerics: Numerics = "xla",
+    *,
+    pool: IsolatedPool | None = None,
 ) -> list[np.ndarray]:
     """The outputs of one CPU run, tuple results flattened in order (tokens are ``bool[0]``).
 
-    Each warning of the passes that prepared the run (`with_numerics`) is an `ExecutionWarning`.
+    XLA runs in a worker process, as in `run`: pass an `IsolatedPool` to run many modules in one
+    worker rather than start one per call. Each warning of the passes that prepared the run
+    (`with_numerics`) is an `ExecutionWarning`.
     """
-    execution = run(module, inputs, seed, max_bytes, numerics=numerics)
+    execution = run(module, inputs, seed, max_bytes, numerics=numerics, pool=pool)
     for note in execution.warnings:
         warnings.warn(note, ExecutionWarning, stacklevel=2)
     return list(execution.outputs)
@@ -648,13 +682,32 @@ def compare(
     max_bytes: int = DEFAULT_MAX_BYTES,
     labels: tuple[str, str] = ("A", "B"),
     numerics: str | Sequence[str] = "xla",
+    *,
+    pool: IsolatedPool | None = None,
 ) -> CompareReport:
     """Run A (the reference) and B on the same inputs, converted exactly to each one's types.
 
     `numerics` is one value for both sides or one per side (``"xla,neuron"`` or ``("xla", "neuron")``):
-    ``compare(m, m, numerics="xla,neuron")`` is how far XLA is from the device on `m`.
+    ``compare(m, m, numerics="xla,neuron")`` is how far XLA is from the device on `m`. XLA runs in a
+    worker process, as in `run`.
     """
     sides = numerics_sides(numerics)
+    args = (_text(a), _text(b), _host(inputs), rtol, atol, seed, max_bytes, labels, sides)
+    return isolated_call(_compare, *args, label=" against ".join(labels), pool=pool)
+
+
+def _compare(
+    a: str,
+    b: str,
+    inputs: Sequence[np.ndarray] | None,
+    rtol: float,
+    atol: float,
+    seed: int,
+    max_bytes: int,
+    labels: tuple[str, str],
+    sides: tuple[Numerics, Numerics],
+) -> CompareReport:
+    """`compare` in the worker."""
     runs = _run_all(list(zip((a, b), labels, sides)), inputs, seed, max_bytes)
     outputs = runs.comparison(0, 1, rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings)
@@ -671,10 +724,31 @@ def compare_passes(
     max_bytes: int = DEFAULT_MAX_BYTES,
     labels: tuple[str, str] = ("before", "after"),
     numerics: Numerics = "xla",
+    *,
+    pool: IsolatedPool | None = None,
 ) -> CompareReport:
     """`compare(before, after)` plus a row per pass: `passes` holds (pass name, module after it) for
     each pass that changed the module, in run order. All run under the same numerics and inputs,
-    and a module text that occurs twice (the last pass's and `after`) runs once."""
+    and a module text that occurs twice (the last pass's and `after`) runs once. XLA runs in a
+    worker process, as in `run`."""
+    stages = [(name, _text(module)) for name, module in passes]
+    args = (_text(before), _text(after), stages, _host(inputs), rtol, atol, seed, max_bytes, labels, numerics)
+    return isolated_call(_compare_passes, *args, label=" against ".join(labels), pool=pool)
+
+
+def _compare_passes(
+    before: str,
+    after: str,
+    passes: Sequence[tuple[str, str]],
+    inputs: Sequence[np.ndarray] | None,
+    rtol: float,
+    atol: float,
+    seed: int,
+    max_bytes: int,
+    labels: tuple[str, str],
+    numerics: Numerics,
+) -> CompareReport:
+    """`compare_passes` in the worker."""
     modules = [before, *(module for _, module in passes), after]
     names = [labels[0], *(f"{labels[0]} after {name}" for name, _ in passes), labels[1]]
     texts = [_text(module) for module in modules]

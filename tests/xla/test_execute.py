@@ -11,8 +11,8 @@ from hloopt import parse
 from hloopt.errors import HloParseError
 from hloopt.ir.shape import ArrayShape
 from hloopt.passes.cpu_runnable import NotCpuRunnable
-from hloopt.xla.bridge import XlaError, canonical, compile_cpu
-from hloopt.xla.execution import ExecutionError, convert_exact, execute, random_inputs, run
+from hloopt.xla.bridge import XlaError, canonical, compile_cpu, jaxlib_version
+from hloopt.xla.execution import ExecutionError, byte_size, convert_exact, execute, random_inputs, run
 
 INT_DOT = """HloModule int_dot
 ENTRY main {
@@ -240,11 +240,19 @@ def test_gpu_only_custom_call_is_named_before_compiling() -> None:
         execute(GPU_ONLY, [np.zeros((2, 2), np.float32)])
 
 
-def test_unknown_custom_call_fails_at_compile() -> None:
+@pytest.mark.parametrize("api", ["API_VERSION_ORIGINAL", "API_VERSION_TYPED_FFI"])
+def test_unknown_custom_call_fails_at_compile_naming_its_instruction(api: str) -> None:
+    """XLA names only the target (untyped and typed FFI say it differently); the error names the instruction."""
+    text = GPU_ONLY.replace('"__cublas$gemm"', f'"my_kernel", api_version={api}')
     with pytest.raises(XlaError) as caught:
-        execute(GPU_ONLY.replace("__cublas$gemm", "my_kernel"), [np.zeros((2, 2), np.float32)])
-    assert caught.value.stage == "compile"
-    assert "No registered implementation for untyped custom call to my_kernel for Host" in caught.value.message
+        execute(text, [np.zeros((2, 2), np.float32)])
+    assert caught.value.stage == "compile" and caught.value.instruction == "gemm"
+    assert caught.value.message == (
+        "%gemm calls custom-call target my_kernel, which the installed jaxlib "
+        f"{'.'.join(map(str, jaxlib_version()))} does not implement on the CPU"
+    )
+    located = caught.value.at(text, "gemm.hlo")
+    assert str(located).startswith("gemm.hlo:4:8: XLA compile failed: %gemm calls custom-call target my_kernel")
 
 
 def test_wrong_inputs_are_named() -> None:
@@ -262,8 +270,19 @@ def test_memory_budget_is_checked_before_allocating() -> None:
           ROOT n = f32[100000,100000] negate(p)
         }
     """)
-    with pytest.raises(ExecutionError, match=r"76,293\.9 MiB, over the limit of 1,024\.0 MiB"):
+    with pytest.raises(ExecutionError, match=r"need 74\.5 GiB, over the limit of 1 GiB"):
         execute(text)
+    with pytest.raises(ExecutionError, match=r"need 74\.5 GiB, over the limit of 10 bytes"):
+        execute(text, max_bytes=10)
+
+
+@pytest.mark.parametrize(
+    ("count", "said"),
+    [(0, "0 bytes"), (1, "1 byte"), (10, "10 bytes"), (1023, "1023 bytes"), (1024, "1 KiB"), (1536, "1.5 KiB")]
+    + [(5 * 2**20 + 2**19, "5.5 MiB"), (2**30, "1 GiB"), (3 * 2**40, "3 TiB"), (2**50, "1 PiB")],
+)
+def test_sizes_are_said_in_a_unit_that_shows_them(count: int, said: str) -> None:
+    assert byte_size(count) == said
 
 
 def test_dynamic_results_are_refused_not_padded_with_garbage() -> None:
