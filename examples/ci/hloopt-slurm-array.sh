@@ -5,6 +5,10 @@
 #   jobid=$(sbatch --parsable examples/ci/hloopt-slurm-array.sh DIR [OUT])
 #   sbatch --dependency=afterany:"$jobid" --wrap 'hloopt report merge reports/shard-*.json -o report.json'
 #
+# hloopt must be on the PATH where the tasks run; it is not on PyPI, so install it from its repository
+# (pinned to a tag or commit), e.g. into the environment the script is submitted from:
+#   python -m pip install "hloopt @ git+https://github.com/<owner>/hloopt@<rev>"
+#
 # The merge exits 1 if any shard had a failure and 2 if a shard's report is missing. K counts from
 # 1 whether the array is --array=1-8 or --array=0-7 (K is the task's place in the array); N is the
 # array's size, so change --array alone to change the number of shards (no step, like 0-14:2).

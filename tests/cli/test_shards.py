@@ -202,3 +202,26 @@ def test_the_github_actions_matrix(tree: Path, tmp_path: Path, on_path: dict[str
     data = json.loads((runner / "report.json").read_text())
     assert data["shard"] is None and data["summary"]["processed"] == 12
     assert re.fullmatch(r"hloopt: 12 processed, 0 changed, 12 unchanged, 0 failed \(\d+\.\ds\)\n", merged.stderr)
+
+
+def test_the_ci_examples_install_hloopt_from_its_repository() -> None:
+    """hloopt is not on PyPI: every install in examples/ci is a pinned direct reference to its git repository."""
+    import yaml  # in the test extra
+    from packaging.requirements import Requirement
+
+    workflow = yaml.safe_load((CI / "hloopt-shards.yml").read_text())
+    installs = [
+        str(step["run"])
+        for job in ("shard", "merge")
+        for step in _steps(workflow, job)
+        if "pip install" in str(step.get("run"))
+    ]
+    assert installs == ['python -m pip install "$HLOOPT"'] * 2  # both jobs, the one pinned requirement
+    slurm = [line for line in (CI / "hloopt-slurm-array.sh").read_text().splitlines() if "pip install" in line]
+    readme = [line for line in (CI.parent / "README.md").read_text().splitlines() if "pip install" in line]
+    requirements = [workflow["env"]["HLOOPT"]] + [line.partition("pip install")[2].strip(" '\"") for line in slurm]
+    assert len(requirements) == 2 and readme == []
+    for spelled in requirements:
+        requirement = Requirement(spelled)
+        assert requirement.name == "hloopt" and requirement.url is not None
+        assert requirement.url.startswith("git+https://github.com/<owner>/hloopt@"), spelled
