@@ -225,6 +225,10 @@ class Jitted:
             results = program.run(leaves)
         return jax.tree_util.tree_unflatten(program.out_tree, results)
 
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        """As a method, bound to its instance like the function it wraps (jax.jit's functions are too)."""
+        return self if instance is None else functools.partial(self, instance)
+
     def module(self, *args: Any, **kwargs: Any) -> Module:
         """The rewritten module this function runs for these arguments (a copy to inspect or edit)."""
         return self._program(args, kwargs)[0].rewritten.clone()
@@ -265,6 +269,12 @@ class Jitted:
 
         traced = self._reference.trace(*args, **kwargs)
         in_avals = tuple(jax.tree_util.tree_leaves(traced.in_avals))
+        if len(traced.jaxpr.in_avals) != len(in_avals):
+            # jax passes a closed-over tracer as a hidden argument, which has no value to run on here.
+            raise ExecutionError(
+                f"hloopt.jax.jit cannot run {_name(self.fn)}: it closes over a value traced by an enclosing "
+                "jax.grad, jax.vmap or jax.jit; pass that value as an argument instead"
+            )
         paths = tuple(
             jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(traced.in_avals)[0]
         )
