@@ -10,9 +10,10 @@ outside the common set are checked only for defined operands and legal types.
 from __future__ import annotations
 
 import math
+import re
 
 from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer, int_list
-from hloopt.errors import HloError
+from hloopt.errors import HloError, parse_error_at
 from hloopt.ir import element_types
 from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
@@ -21,8 +22,11 @@ from hloopt.ir.opcodes import (
     FLOAT_OPERANDS,
     INTEGER_OPERANDS,
     INTEGER_OR_PRED_OPERANDS,
+    PREDICATES,
     RESULT_FROM,
+    ROWS,
     UNARY_SAME,
+    Elementwise,
 )
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
 
@@ -30,6 +34,8 @@ from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
 _PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - INTEGER_OR_PRED_OPERANDS - INTEGER_OPERANDS - FLOAT_OPERANDS
 #: Opcodes whose element types `_check_types` looks at beyond the result's.
 _TYPED = INTEGER_OR_PRED_OPERANDS | INTEGER_OPERANDS | FLOAT_OPERANDS | BINARY_SAME | {"convert"}
+#: Every elementwise opcode: XLA runs each on operands of its result's dimensions (no implicit broadcast).
+_ELEMENTWISE = frozenset(row.name for row in ROWS if row.elementwise is not Elementwise.NONE)
 
 
 class VerificationError(HloError):
@@ -267,3 +273,123 @@ def _check_entry(module: Module) -> list[str]:
             f"entry result is {root.shape.to_text(False)}, entry_computation_layout says {layout.result.to_text(False)}"
         )
     return problems
+
+
+def check_executable(module: Module, source: str | None = None, filename: str = "<string>") -> None:
+    """Refuse, before XLA sees it, a module XLA's parser takes but its compiler will not run.
+
+    XLA's parser checks no shape it is given, so ``add`` of f32[4] and f32[8] parses, prints
+    and round-trips, and plain ``run`` must keep accepting it; only compiling it fails, with a
+    multi-line MLIR diagnostic that names no file. Call this where a module is about to be
+    executed (--verify-numerics, exec, compare). The error names the first offending
+    instruction; with `source`, the HLO text `module` was parsed from, it is located there
+    (``FILE:LINE:COL``, the line and a caret), else it is one line naming `filename`.
+    """
+    shapes = ShapeResolver(module)
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            problems = _executable_problems(instruction, shapes)
+            if not problems:
+                continue
+            message = f"%{instruction.name} in %{computation.name}: {problems[0]}; XLA would refuse to run the module"
+            if source is None:
+                raise HloError(f"{filename}: {message}")
+            raise parse_error_at(source, _definition(source, computation, instruction), filename, message)
+
+
+def _executable_problems(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+    """What XLA's shape checks (HloVerifier, and the StableHLO its compiler reads) refuse in `instruction`."""
+    if _plainly_elementwise(instruction, shapes):
+        return []
+    found = _check_elementwise(instruction, shapes) + _check_sizes(instruction, shapes)
+    if instruction.shape is not None:
+        found += _check_types(instruction, shapes) + _check_shape(instruction, shapes)
+    return found
+
+
+def _check_elementwise(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+    """HLO has no implicit broadcast: each operand of an elementwise op has its result's dimensions
+    (but select's predicate and clamp's bounds may be scalars), and compare, select and clamp
+    take operands of one element type (select's predicate is pred)."""
+    op = instruction.opcode
+    result = shapes(instruction)
+    if op not in _ELEMENTWISE or not isinstance(result, ArrayShape):
+        return []
+    operands = [shapes(operand) for operand in instruction.operands]
+    for index, (operand, shape) in enumerate(zip(instruction.operands, operands)):
+        if not isinstance(shape, ArrayShape) or shape.dims == result.dims:
+            continue
+        if not shape.dims and ((op == "select" and index == 0) or (op == "clamp" and index != 1)):
+            continue
+        return [
+            f"operand {index} (%{operand.name}) is {shape.to_text(False)}, but {op} takes operands of its result's "
+            f"dimensions, {result.to_text(False)} (HLO has no implicit broadcast)"
+        ]
+    types = [shape.element_type if isinstance(shape, ArrayShape) else None for shape in operands]
+    if op == "select" and len(types) == 3:
+        if types[0] not in ("pred", None):
+            return [f"select's predicate is {types[0]}, not pred"]
+        types = types[1:]
+    if op in PREDICATES | {"select", "clamp"} and len(set(types) - {None}) > 1:
+        return [f"{op} operands have different element types: {', '.join(t or '?' for t in types)}"]
+    return []
+
+
+def _check_sizes(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
+    """A reshape keeps its element count; a broadcast puts each operand dimension on a result
+    dimension of its size (or broadcasts a size-1 one); a dot contracts and batches equal sizes."""
+    op = instruction.opcode
+    result = shapes(instruction)
+    source = shapes(instruction.operands[0]) if instruction.operands else None
+    if op == "dot" and isinstance(source, ArrayShape) and len(instruction.operands) == 2:
+        return _check_dot(instruction, source, shapes(instruction.operands[1]))
+    if op not in ("reshape", "broadcast") or not isinstance(result, ArrayShape) or not isinstance(source, ArrayShape):
+        return []
+    if any(source.dynamic) or any(result.dynamic):
+        return []
+    if op == "reshape":
+        before, after = math.prod(source.dims), math.prod(result.dims)
+        if before != after:
+            return [f"reshape of {source.to_text(False)} ({before} elements) to {result.to_text(False)} ({after})"]
+        return []
+    dimensions = int_list(instruction.attributes.get("dimensions"))
+    if len(dimensions) != source.rank or any(not 0 <= d < result.rank for d in dimensions):
+        return [
+            f"broadcast dimensions={{{','.join(map(str, dimensions))}}} do not map {source.to_text(False)} into "
+            f"{result.to_text(False)}"
+        ]
+    for index, (size, d) in enumerate(zip(source.dims, dimensions)):
+        if size not in (1, result.dims[d]):
+            return [f"broadcast operand dimension {index} ({size}) is not result dimension {d} ({result.dims[d]})"]
+    return []
+
+
+def _check_dot(instruction: Instruction, lhs: ArrayShape, rhs: Shape | None) -> list[str]:
+    if not isinstance(rhs, ArrayShape):
+        return []
+    attributes = instruction.attributes
+    for kind in ("batch", "contracting"):
+        left, right = int_list(attributes.get(f"lhs_{kind}_dims")), int_list(attributes.get(f"rhs_{kind}_dims"))
+        if len(left) != len(right):
+            return [f"dot has {len(left)} lhs and {len(right)} rhs {kind} dimensions"]
+        for a, b in zip(left, right):
+            if not (0 <= a < lhs.rank and 0 <= b < rhs.rank):
+                return [f"dot {kind} dimension {a if a >= lhs.rank or a < 0 else b} is out of range"]
+            if lhs.dims[a] != rhs.dims[b]:
+                return [
+                    f"dot {kind} dimensions differ in size: lhs {a} of {lhs.to_text(False)} is {lhs.dims[a]}, "
+                    f"rhs {b} of {rhs.to_text(False)} is {rhs.dims[b]}"
+                ]
+    return []
+
+
+def _definition(source: str, computation: Computation, instruction: Instruction) -> int:
+    """Where `instruction` is written in `source` (the start of its line's statement, ``ROOT`` or its
+    name, as located parse errors point); its computation's header when it has no line of its own
+    (a nested operand); else the start."""
+    header = re.compile(rf"^[ \t]*(?:ENTRY[ \t]+)?%?{re.escape(computation.name)}[ \t]*[({{]", re.M).search(source)
+    line = re.compile(rf"^[ \t]*((?:ROOT[ \t]+)?%?{re.escape(instruction.name)}[ \t]*=)", re.M)
+    found = line.search(source, header.end() if header is not None else 0) or line.search(source)
+    if found is not None:
+        return found.start(1)
+    return len(source) - len(source[header.start() :].lstrip()) if header is not None else 0

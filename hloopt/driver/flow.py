@@ -14,7 +14,7 @@ import difflib
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -117,6 +117,9 @@ class ModuleResult:
     losses: list[str] = field(default_factory=list[str])
     #: What failed, for a caller in this process that reports it itself (it does not survive pickling).
     exception: Exception | None = field(default=None, repr=False, compare=False)
+    #: With --verify-numerics: the file's output, held back until its modules' comparisons are done
+    #: (`compare_numerics` writes it, or not); shared by the modules of one file.
+    pending: Output | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -160,11 +163,34 @@ class FileResult:
         return chunks.join(printed)
 
 
+@dataclass
+class Output:
+    """One file's output, ready to write: where, what, what its format does not keep, and the modules it holds."""
+
+    target: str
+    data: str | bytes
+    losses: list[str]
+    #: A batch mirrors the input tree, so the directories on the way are made; a lone file's must exist.
+    mirrored: bool
+    modules: list[ModuleResult]
+
+    def write(self) -> None:
+        """Write it (atomically; a device or FIFO is written through) and record it on its modules."""
+        if self.mirrored:
+            make_directories(Path(self.target).parent)
+        write_atomic(self.target, self.data)
+        for module in self.modules:
+            module.output, module.losses, module.pending = self.target, self.losses, None
+
+
 def process_file(job: Job, options: RunOptions) -> FileResult:
     """Read, parse, run the passes, print, diff and write one file; any error becomes a failed result.
 
     With --split-input-file each chunk is a module with its own result (errors located in the file),
     and the file is written only when every chunk succeeded, so a failure never leaves half an output.
+    With --verify-numerics each module is first checked to be one XLA will run (`check_executable`),
+    and the output waits, as each module's ``pending``, for `compare_numerics` (or `verify_numerics`):
+    a comparison that cannot be done is an error, and an error writes nothing.
     """
     start = time.perf_counter()
     file = FileResult(job.name, [ModuleResult(job.name)])
@@ -203,14 +229,14 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
             start = time.perf_counter()
             chunk_dump = None if dump is None else str(Path(dump, f"chunk-{piece.place.index:02d}"))
             try:
-                _process_module(piece.located, piece.text, job.name, options, module, chunk_dump)
+                _process_module(piece.located, piece.text, job.name, options, module, chunk_dump, loaded.format)
             except Exception as err:  # this chunk's failure; the others are still processed and reported
                 _failed(module, in_chunk(err, module.label, job.name) if isinstance(err, HloError) else err, job.name)
             module.seconds = round(time.perf_counter() - start, 4)
         if any(module.status == "failed" for module in file.modules):
             return
     else:
-        _process_module(loaded.text, loaded.text, job.name, options, file.modules[0], dump)
+        _process_module(loaded.text, loaded.text, job.name, options, file.modules[0], dump, loaded.format)
     source, text = loaded.text, file.text
     if options.show_diff and text != source:
         # A lone file's diff names the file it writes; a batch's names each file "(after)".
@@ -218,24 +244,34 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
         file.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
     if target is not None and not (options.in_place and text == source):
         fmt = _output_format(job, options, loaded.format, target)
-        data = formats.dump(text, fmt)
-        losses = formats.losses(text, fmt)
-        if job.relative is not None:  # a batch mirrors the input tree; a lone file's directory must exist
-            make_directories(Path(target).parent)
-        write_atomic(target, data)
+        output = Output(
+            target, formats.dump(text, fmt), formats.losses(text, fmt), job.relative is not None, file.modules
+        )
+        if not options.verify_numerics:
+            output.write()
+            return
         for module in file.modules:
-            module.output, module.losses = target, losses
+            module.pending = output
 
 
 def _process_module(
-    located: str, source: str, name: str, options: RunOptions, result: ModuleResult, dump: str | None
+    located: str,
+    source: str,
+    name: str,
+    options: RunOptions,
+    result: ModuleResult,
+    dump: str | None,
+    read: Format,
 ) -> None:
-    """Parse `located` (`source` at its place in its file), run the passes, print: into `result`."""
+    """Parse `located` (`source` at its place in its file, read as `read`), run the passes, print: into `result`."""
     # Imported here: the parser (lark) and the passes load only when a module is processed, and tests can patch them.
+    from hloopt.analysis.verifier import check_executable
     from hloopt.passes.pipeline import run_pipeline
     from hloopt.text.parser import parse
 
     module = parse(located, name)
+    if options.verify_numerics:  # it will be run: refused here, located, rather than by XLA in MLIR's words
+        check_executable(module, located if read is Format.HLO else None, name)
     if options.passes is not None:
         if dump is not None:
             make_directories(dump)
@@ -290,6 +326,7 @@ def compare_numerics(
     sides with the device's converts); with ``options.per_pass`` also each stage between (`compare_passes`).
 
     jax stays out of this process, and an input that crashes XLA costs only its own comparison.
+    Then the outputs `process_file` held back for these comparisons are written, or not (`_release`).
     """
     from hloopt.xla.bridge import isolated_map
 
@@ -298,7 +335,64 @@ def compare_numerics(
         if result.texts is None:
             raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
         calls.append((*result.texts, result.stages if options.per_pass else None, options, result.label))
-    return pool.map(_compare, calls) if pool is not None else isolated_map(_compare, calls, workers=1)
+    try:
+        outcomes = pool.map(_compare, calls) if pool is not None else isolated_map(_compare, calls, workers=1)
+    except BaseException:
+        _withhold(results)
+        raise
+    return _release(results, outcomes)
+
+
+def _release(
+    results: Sequence[ModuleResult], outcomes: list[CompareReport | HloError]
+) -> list[CompareReport | HloError]:
+    """Write the held-back output of each file whose comparisons all ran, and none of a file one of whose
+    could not be done (that is an error, and an error writes nothing).
+
+    An output over tolerance is written (the rewrite is valid, and the user needs it to see why, as
+    ``diff`` exits 1 yet prints), with a warning in its comparison saying so. A write that fails is
+    the module's outcome instead: an error.
+    """
+    released = list(outcomes)
+    refused = {id(r.pending) for r, outcome in zip(results, outcomes) if isinstance(outcome, HloError)}
+    for index, result in enumerate(results):
+        output = result.pending
+        if output is None:  # nothing to write, or written with another module of its file
+            continue
+        if id(output) in refused:
+            _withhold(output.modules)
+            continue
+        err = _write(output)
+        if err is not None:
+            held = {id(module) for module in output.modules}
+            for later in range(index, len(results)):
+                if id(results[later]) in held:
+                    released[later] = err
+    for index, (result, outcome) in enumerate(zip(results, released)):
+        if not isinstance(outcome, HloError) and not outcome.ok and result.output is not None:
+            note = f"{result.output} is written although the module's outputs differ beyond tolerance"
+            released[index] = replace(outcome, warnings=(*outcome.warnings, note))
+    return released
+
+
+def _write(output: Output) -> HloError | None:
+    """Write `output`; a failure (returned) fails the modules it holds, and leaves nothing held back."""
+    try:
+        output.write()
+    except HloError as err:
+        for module in output.modules:
+            _failed(module, err, module.path)
+            module.pending = None
+        return err
+    return None
+
+
+def _withhold(results: Sequence[ModuleResult]) -> None:
+    """Drop the held-back outputs of `results`' files: they are not to be written."""
+    for result in results:
+        if result.pending is not None:
+            for module in result.pending.modules:
+                module.pending = None
 
 
 def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: IsolatedPool | None = None) -> None:
@@ -310,7 +404,12 @@ def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: 
     except RuntimeError as err:  # the XLA processes failed, not a module (their zygote was killed, say)
         outcomes = [HloError(f"internal error: {err}")] * len(changed)
     for result, outcome in zip(changed, outcomes):
+        if result.status == "failed":  # its output could not be written: that is its error, not the numerics'
+            continue
         result.numerics = {"ok": False, "error": str(outcome)} if isinstance(outcome, HloError) else outcome.to_dict()
+    for result in results:  # a file none of whose modules changed: nothing held its output back
+        if result.pending is not None:
+            _write(result.pending)
 
 
 def _compare(
