@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
 from hloopt.driver import report as reports
 from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file, verify_numerics
 from hloopt.errors import HloError
-from hloopt.support.fileio import check_output, discard_partial_writes, make_directories
+from hloopt.support.fileio import check_output, discard_partial_writes, make_directories, read_bytes
+from hloopt.support.formats import MLIR_START, Format, detect, top_level_fields
 
 if TYPE_CHECKING:
     from hloopt.xla.bridge import IsolatedPool
@@ -55,6 +56,27 @@ _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
 
 DEFAULT_GLOBS = ("*.hlo", "*.txt", "*.pb", "*.mlir", "*.mlirbc")
+
+#: Extensions that say a file is a module: such a file found in a directory is processed, and fails
+#: if it is not one. A ``.txt`` or ``.pb`` is a module only when its content says so (XLA's dumps hold
+#: reports and options under those extensions too).
+MODULE_EXTENSIONS = (".hlo", ".mlir", ".mlirbc")
+
+#: Files XLA writes beside its module dumps (``--xla_dump_to``), and jax and the Neuron compile cache
+#: beside theirs, by the end of their names: what each is, for the report.
+DUMP_ARTIFACTS = (
+    ("-buffer-assignment.txt", "XLA's buffer assignment"),
+    ("-buffer-assignment-values.txt", "XLA's buffer assignment values"),
+    ("-live-range.txt", "XLA's live ranges"),
+    ("-memory-usage-report.txt", "XLA's memory usage report"),
+    ("-memory-usage-report.pb", "XLA's memory usage report"),
+    ("/compile_options.pb", "jax's compile options"),
+    ("/topology.pb", "jax's device topology"),
+)
+
+#: How HLO text opens, after blank and ``//`` comment lines: the header, or (a header-less module,
+#: as XLA's lit tests hold) a computation, ``[ENTRY] [%]name [(params) -> shape] {``.
+_HLO_START = re.compile(r"(?:\s|//[^\n]*)*(?:HloModule\s|(?:ENTRY\s+)?%?[\w.\-]+\s*(?:\([^\n]*\)\s*->[^\n]*)?\{)")
 
 
 @dataclass(frozen=True)
@@ -93,6 +115,14 @@ def shard_of(key: PurePosixPath, count: int) -> int:
 
 
 @dataclass
+class Skipped(FileResult):
+    """A file a directory's globs found that is not a module (an XLA report, jax's compile options):
+    counted and listed in the report, neither processed nor failed."""
+
+    reason: str = ""
+
+
+@dataclass
 class BatchReport:
     """Every file's result, in the order the files were found, and the time the batch took."""
 
@@ -105,6 +135,11 @@ class BatchReport:
     def modules(self) -> list[ModuleResult]:
         """Every module, a split file's chunks in file order."""
         return [module for file in self.files for module in file.modules]
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """The files found that are not modules."""
+        return [file for file in self.files if isinstance(file, Skipped)]
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--report`` JSON (`hloopt.driver.report` reads, summarises and merges it)."""
@@ -126,13 +161,15 @@ class BatchReport:
             "atol": o.atol,
         }
         modules = [m.to_dict() for m in self.modules]
+        skipped = [{"path": file.path, "reason": file.reason} for file in self.skipped]
         return {
             "input": self.inputs[0] if len(self.inputs) == 1 else self.inputs,
             "options": options,
             "shard": None if o.shard is None else {"index": o.shard.index, "count": o.shard.count},
-            "summary": reports.summarise(modules),
+            "summary": reports.summarise(modules, skipped),
             "seconds": round(self.seconds, 3),
             "modules": modules,
+            "skipped": skipped,
         }
 
 
@@ -294,6 +331,44 @@ def run_batch(
     return [results[job] for job in jobs]
 
 
+def not_a_module(job: Job) -> str | None:
+    """Why the file `job` found in a directory is not a module, or None when it is one or may be (a file
+    INPUT, named by the user, always may be).
+
+    Its name says so (one of XLA's `DUMP_ARTIFACTS`), or its content: a ``.txt`` (any extension but
+    `MODULE_EXTENSIONS`) that opens like neither HLO nor MLIR text, a whole protobuf message that is
+    neither an HloModuleProto nor XLA's HloProto dump. A file that cannot be read, an empty one or a
+    protobuf cut short is processed, and fails with its error: it may be a broken module.
+    """
+    if job.relative is None or job.relative.suffix in MODULE_EXTENSIONS:
+        return None
+    spelled = f"/{job.relative}"
+    for ending, what in DUMP_ARTIFACTS:
+        if spelled.endswith(ending):
+            return f"{what}, not a module"
+    try:
+        data = read_bytes(job.path)
+    except (OSError, HloError):
+        return None
+    if not data.strip():
+        return None
+    try:
+        detected = detect(job.path, data)
+    except HloError:  # bytes, not text: a module only as a protobuf
+        fields = top_level_fields(data)
+        if fields is None:
+            return None
+        shown = ", ".join(str(number) for number in sorted(fields)[:8])
+        return f"a protobuf message (fields {shown}), neither an HloModuleProto nor XLA's HloProto dump"
+    if detected is not Format.HLO:
+        return None
+    text = data[:4096].decode("utf-8", "replace")
+    if _HLO_START.match(text) or MLIR_START.match(text):
+        return None
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"text that is neither HLO nor MLIR (it opens with {first[:60]!r})"
+
+
 def _work(job: Job, options: RunOptions) -> FileResult:
     """One batch member: `process_file` (looked up at call time), then --verify-numerics here, in this
     process's XLA workers; trimmed to the small record the parent needs.
@@ -301,6 +376,8 @@ def _work(job: Job, options: RunOptions) -> FileResult:
     The exceptions go (the error records say it all, and they may not pickle), and so do the texts
     and --per-pass stages: they were compared here, so no module's text ever leaves its worker.
     """
+    if job.relative is not None and (reason := not_a_module(job)) is not None:
+        return Skipped(job.name, [], reason=reason)
     result = process_file(job, options)
     if options.verify_numerics:
         verify_numerics(result.modules, options, _comparisons())

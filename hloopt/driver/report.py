@@ -1,10 +1,11 @@
 """The JSON report of a batch (``--report``): its summary and verdict, and merging the reports of shards.
 
 A report holds ``input`` (the INPUT, or the list of INPUTs), ``options`` (those that decide the
-results), ``shard`` (``{"index", "count"}``, or null for a whole run), ``summary``, ``seconds`` and
-``modules``: one entry per module, a split file's chunks each with its ``chunk`` (``{"index",
-"line"}``). The summary lines and the exit code are computed from this form, for a run and for
-a merge of its shards alike, so the two cannot say different things.
+results), ``shard`` (``{"index", "count"}``, or null for a whole run), ``summary``, ``seconds``,
+``modules`` (one entry per module, a split file's chunks each with its ``chunk``, ``{"index",
+"line"}``) and ``skipped`` (the files found that are not modules, ``{"path", "reason"}``). The
+summary lines and the exit code are computed from this form, for a run and for a merge of its
+shards alike, so the two cannot say different things.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ Report = dict[str, Any]
 _KEYS = ("input", "options", "shard", "summary", "seconds", "modules")
 
 
-def summarise(modules: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """The counts of the summary line and of ``summary``."""
+def summarise(modules: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, Any]] = ()) -> dict[str, int]:
+    """The counts of the summary line and of ``summary``; `skipped` are the files found that are not modules."""
     statuses = [module["status"] for module in modules]
     return {
         "processed": len(statuses),
         "changed": statuses.count("changed"),
         "unchanged": statuses.count("unchanged"),
         "failed": statuses.count("failed"),
+        "skipped": len(skipped),
     }
 
 
@@ -59,9 +61,10 @@ def summary_lines(report: Mapping[str, Any]) -> list[str]:
     changed = "would change" if report["options"]["check"] else "changed"
     shard = report["shard"]
     prefix = "" if shard is None else f"shard {shard['index']}/{shard['count']}: "
+    skipped = f", {counts['skipped']} skipped (not modules)" if counts.get("skipped") else ""
     lines = [
         f"hloopt: {prefix}{counts['processed']} processed, {counts['changed']} {changed}, "
-        f"{counts['unchanged']} unchanged, {counts['failed']} failed ({report['seconds']:.1f}s)"
+        f"{counts['unchanged']} unchanged, {counts['failed']} failed{skipped} ({report['seconds']:.1f}s)"
     ]
     if report["options"]["check"]:  # which file to fix, as a lone file says it
         lines += [f"hloopt: {_label(m)} would change" for m in modules if m["status"] == "changed"]
@@ -132,13 +135,16 @@ def merge(reports: Sequence[tuple[str, Report]]) -> Report:
             seen[key] = name
             modules.append(module)
     modules.sort(key=lambda m: (PurePosixPath(m["path"]), 0 if m["chunk"] is None else m["chunk"]["index"]))
+    # A report from before files were skipped has no "skipped": it skipped none.
+    skipped = sorted((f for _, r in reports for f in r.get("skipped", [])), key=lambda f: PurePosixPath(f["path"]))
     return {
         "input": first["input"],
         "options": first["options"],
         "shard": None,
-        "summary": summarise(modules),
+        "summary": summarise(modules, skipped),
         "seconds": round(sum(report["seconds"] for _, report in reports), 3),
         "modules": modules,
+        "skipped": skipped,
     }
 
 

@@ -66,7 +66,7 @@ def test_directory_mirrors_tree_reports_and_summarises(tree: Path, tmp_path: Pat
     assert f"hloopt: error: {tree}/deep/er/bad.hlo:3:22: instruction x does not exist" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     data = json.loads(report.read_text())
-    assert data["summary"] == {"processed": 5, "changed": 3, "unchanged": 1, "failed": 1}
+    assert data["summary"] == {"processed": 5, "changed": 3, "unchanged": 1, "failed": 1, "skipped": 0}
     modules = {Path(m["path"]).relative_to(tree).as_posix(): m for m in data["modules"]}
     assert list(modules) == ["deep/er/bad.hlo", "deep/er/bn.hlo", "deep/mlp.txt", "deep/plain.hlo", "int8_matmul.hlo"]
     bad = modules["deep/er/bad.hlo"]

@@ -52,6 +52,6 @@ def test_a_batch_from_a_program_that_holds_jax_forks_nothing(tmp_path: Path, ver
     jitted, summary = result.stdout.splitlines()
     assert float(jitted) == 12.0
     assert json.loads(summary) == {
-        "summary": {"processed": 3, "changed": 3, "unchanged": 0, "failed": 0},
+        "summary": {"processed": 3, "changed": 3, "unchanged": 0, "failed": 0, "skipped": 0},
         "numerics": [verify == "verify"] * 3,
     }

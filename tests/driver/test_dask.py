@@ -101,7 +101,7 @@ def local(tree: Path) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))
         report = batch.run([str(tree)], options("out-local")).to_dict()
-    assert report["summary"] == {"processed": 6, "changed": 2, "unchanged": 2, "failed": 2}
+    assert report["summary"] == {"processed": 6, "changed": 2, "unchanged": 2, "failed": 2, "skipped": 0}
     (boom,) = [m for m in report["modules"] if m["path"].endswith("boom.hlo")]
     assert boom["error"]["message"] == (
         "in/deep/boom.hlo: the worker process died while processing this file (crash or out of memory)"

@@ -69,7 +69,7 @@ def test_the_merged_shards_are_the_whole_run(tree: Path, tmp_path: Path) -> None
     expected = json.loads((tmp_path / "whole.json").read_text())
     data = json.loads((tmp_path / "merged.json").read_text())
     assert without_times(data) == without_times(expected)
-    assert data["summary"] == {"processed": 11, "changed": 6, "unchanged": 4, "failed": 1}
+    assert data["summary"] == {"processed": 11, "changed": 6, "unchanged": 4, "failed": 1, "skipped": 0}
     assert [(m["chunk"]["index"], m["chunk"]["line"]) for m in data["modules"] if m["path"].endswith("two.hlo")] == [
         (1, 1),
         (2, 6),
