@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -21,7 +22,8 @@ from hloopt.driver.chunks import in_chunk, label
 from hloopt.errors import HloError
 from hloopt.ir.shape import ArrayShape
 from hloopt.support.fileio import check_output
-from hloopt.xla.bridge import isolated_map
+from hloopt.support.formats import Format
+from hloopt.xla.bridge import IsolatedPool, XlaError
 from hloopt.xla.execution import (
     DEFAULT_ATOL,
     DEFAULT_MAX_BYTES,
@@ -58,13 +60,30 @@ _split_option = click.option(
 )
 
 
-def _modules(path: str, split: bool) -> list[tuple[str, str]]:
-    """(label, text) of each module in `path`: the file, or with `split` each chunk at its place in the
-    file (so errors, named after `path`, give the file's lines)."""
+@dataclass(frozen=True)
+class _Source:
+    """One module of a file: its label, its HLO text, and whether that text is the file's own (HLO text,
+    so that XLA's errors can be placed on its lines) rather than one converted from a .pb or .mlir."""
+
+    label: str
+    text: str
+    written: bool
+
+    def said(self, error: HloError, path: str) -> HloError:
+        """`error` as the user sees it: on the line of the instruction XLA names, else of this module."""
+        if isinstance(error, XlaError):
+            return error.at(self.text, path) if self.written else error.named(self.label)
+        return error
+
+
+def _modules(path: str, split: bool) -> list[_Source]:
+    """Each module in `path`: the file, or with `split` each chunk at its place in the file (so errors,
+    named after `path`, give the file's lines)."""
     loaded = load(path)
+    written = loaded.format is Format.HLO
     if not split:
-        return [(path, loaded.text)]
-    return [(label(path, chunk.place), chunk.located) for chunk in chunks.split_loaded(loaded, path)]
+        return [_Source(path, loaded.text, written)]
+    return [_Source(label(path, chunk.place), chunk.located, written) for chunk in chunks.split_loaded(loaded, path)]
 
 
 class _NumericsSides(click.ParamType):
@@ -87,7 +106,7 @@ def _echo_warnings(warnings: Sequence[str]) -> None:
 
 
 @click.command("exec")
-@click.argument("module_path", metavar="MODULE.hlo")
+@click.argument("module_path", metavar="MODULE")
 @_inputs_option
 @_seed_option
 @click.option("--save-inputs", "save_inputs_path", metavar="IN.npz", help="Write the inputs used (input0, input1…).")
@@ -112,21 +131,29 @@ def exec_command(
     max_bytes: int,
     split_input_file: bool,
 ) -> None:
-    """Run MODULE.hlo once on the CPU and summarise each output (tuples flattened)."""
+    """Run MODULE once on the CPU and summarise each output (tuples flattened).
+
+    MODULE is HLO text, a serialized HloModuleProto (.pb) or StableHLO (.mlir, .mlirbc).
+    """
     if split_input_file and (save_inputs_path or output_path):
         raise click.UsageError("--save-inputs and -o hold one module's arrays: they do not go with --split-input-file")
     for path in (save_inputs_path, output_path):
         if path is not None:  # before XLA runs, and before either is written
             check_output(path)
-    modules = _modules(module_path, split_input_file)
-    inputs = None if inputs_path is None else load_arrays(inputs_path)
-    calls = [(text, inputs, seed, max_bytes, module_path, numerics) for _, text in modules]
+    with IsolatedPool(2) as pool:
+        pool.start()  # the worker imports jax while this process reads and splits the module
+        modules = _modules(module_path, split_input_file)
+        inputs = None if inputs_path is None else load_arrays(inputs_path)
+        calls = [(m.text, inputs, seed, max_bytes, module_path, numerics) for m in modules]
+        executions = pool.map(run, calls, labels=[m.label for m in modules])
     errors: list[Exception] = []
-    for (where, _), execution in zip(modules, isolated_map(run, calls, workers=min(2, len(calls)))):
+    for module, execution in zip(modules, executions):
+        where = module.label
         if split_input_file:
             click.echo(f"{where}:")
         if isinstance(execution, HloError):
-            errors.append(in_chunk(execution, where, module_path) if split_input_file else execution)
+            said = module.said(execution, module_path)
+            errors.append(in_chunk(said, where, module_path) if split_input_file else said)
             continue
         _echo_execution(execution)
         if save_inputs_path is not None:
@@ -134,6 +161,15 @@ def exec_command(
         if output_path is not None:
             save_arrays(output_path, "output", execution.outputs)
     exit_on_errors(errors)
+
+
+def _said(
+    result: CompareReport | HloError, a: _Source, b: _Source, a_path: str, b_path: str
+) -> CompareReport | HloError:
+    """A comparison's error placed in the file it is about, when its label says which (A's or B's)."""
+    if isinstance(result, XlaError) and result.source in (a.label, a_path, b.label, b_path):
+        return a.said(result, a_path) if result.source in (a.label, a_path) else b.said(result, b_path)
+    return result
 
 
 def _echo_execution(execution: Execution) -> None:
@@ -159,8 +195,8 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 
 
 @click.command("compare")
-@click.argument("a_path", metavar="A.hlo")
-@click.argument("b_path", metavar="B.hlo")
+@click.argument("a_path", metavar="A")
+@click.argument("b_path", metavar="B")
 @_inputs_option
 @_seed_option
 @click.option("--rtol", default=DEFAULT_RTOL, show_default=True, help="Relative tolerance (A is the reference).")
@@ -172,7 +208,7 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
     metavar="xla|neuron[,xla|neuron]",
     default="xla",
     show_default=True,
-    help="Cast rules of the converts, for both modules or A,B for each: 'A.hlo A.hlo --numerics xla,neuron' "
+    help="Cast rules of the converts, for both modules or A,B for each: 'A A --numerics xla,neuron' "
     "is how far XLA is from the Neuron device.",
 )
 @_max_bytes_option
@@ -190,23 +226,29 @@ def compare_command(
     max_bytes: int,
     split_input_file: bool,
 ) -> None:
-    """Run A.hlo and B.hlo on the same inputs and compare outputs: exit 0 all within
+    """Run A and B on the same inputs and compare outputs: exit 0 all within
     tolerance, 1 any over, 2 on an error. An element passes when |b-a| <= atol + rtol*|a|.
 
+    A and B are HLO text, serialized HloModuleProtos (.pb) or StableHLO (.mlir, .mlirbc).
     With --split-input-file, chunk i of A is compared with chunk i of B.
     """
-    a_modules, b_modules = _modules(a_path, split_input_file), _modules(b_path, split_input_file)
-    if len(a_modules) != len(b_modules):
-        raise HloError(
-            f"{b_path}: has {len(b_modules)} chunks and {a_path} {len(a_modules)}; chunk i of A goes with chunk i of B"
-        )
-    inputs = None if inputs_path is None else load_arrays(inputs_path)
-    labels = [(a_label, b_label) for (a_label, _), (b_label, _) in zip(a_modules, b_modules)]
-    calls = [
-        (a, b, inputs, rtol, atol, seed, max_bytes, (a_path, b_path), numerics)
-        for (_, a), (_, b) in zip(a_modules, b_modules)
-    ]
-    results: list[CompareReport | HloError] = isolated_map(compare, calls, workers=min(2, len(calls)))
+    with IsolatedPool(2) as pool:
+        pool.start()  # the worker imports jax while this process reads and splits the modules
+        a_modules, b_modules = _modules(a_path, split_input_file), _modules(b_path, split_input_file)
+        if len(a_modules) != len(b_modules):
+            raise HloError(
+                f"{b_path}: has {len(b_modules)} chunks and {a_path} {len(a_modules)}; "
+                "chunk i of A goes with chunk i of B"
+            )
+        inputs = None if inputs_path is None else load_arrays(inputs_path)
+        calls = [
+            (a.text, b.text, inputs, rtol, atol, seed, max_bytes, (a_path, b_path), numerics)
+            for a, b in zip(a_modules, b_modules)
+        ]
+        pairs = [f"{a.label} against {b.label}" for a, b in zip(a_modules, b_modules)]
+        results: list[CompareReport | HloError] = pool.map(compare, calls, labels=pairs)
+    labels = [(a.label, b.label) for a, b in zip(a_modules, b_modules)]
+    results = [_said(result, a, b, a_path, b_path) for result, a, b in zip(results, a_modules, b_modules)]
     if split_input_file:
         results = [
             in_chunk(r, f"{a} against {b}", a_path, b_path) if isinstance(r, HloError) else r

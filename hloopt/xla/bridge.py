@@ -167,10 +167,12 @@ def _ready_cpu_custom_calls() -> None:
 
     registered = xla_client.custom_call_targets("cpu")
     for wrapper in list(vars(jax_lib).values()):
-        registrations = getattr(wrapper, "registrations", None)
+        registrations: Callable[[], dict[str, list[tuple[str, Any, int]]]] | None = getattr(
+            wrapper, "registrations", None
+        )
         if not isinstance(wrapper, ModuleType) or not callable(registrations):
             continue
-        for name, target, api_version in registrations().get("cpu", ()):
+        for name, target, api_version in registrations().get("cpu", []):
             if name not in registered:
                 jax.ffi.register_ffi_target(name, target, platform="cpu", api_version=api_version)
     for kernels in pkgutil.iter_modules(jaxlib.cpu.__path__):

@@ -85,10 +85,12 @@ def _text(module: ModuleLike) -> str:
 def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module") -> tuple[str, tuple[str, ...]]:
     """The text to run for `module`, and the warnings of the passes that made it (pass name first).
 
-    A copy is parsed and made CPU-runnable (an optimised dump's fusions become calls, its bitcasts
-    the transposes and reshapes they stand for, …); under ``neuron`` the device's converts follow.
-    Neither the caller's `Module` nor its file changes, and a module nothing had to change runs
-    exactly as given.
+    This is where every module is prepared before XLA compiles it (`run`, `compare`, `compare_passes`,
+    the CLI and ``--verify-numerics`` all come here): a copy is parsed, what XLA would crash on or
+    refuse is refused with the instruction named, and the copy is made CPU-runnable (an optimised
+    dump's fusions become calls, its bitcasts the transposes and reshapes they stand for, …); under
+    ``neuron`` the device's converts follow. Neither the caller's `Module` nor its file changes,
+    and a module nothing had to change runs exactly as given.
     """
     from hloopt.passes.cpu_runnable import CpuRunnable, NotCpuRunnable
     from hloopt.passes.pipeline import run_pipeline
@@ -96,6 +98,7 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module")
 
     text = _text(module)
     copy = parse(text, label)
+    _refuse_host_callbacks(copy, label)
     passes = [CpuRunnable(), *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else [])]
     try:
         report = run_pipeline(copy, passes, original=lambda: parse(text, label))
@@ -103,6 +106,26 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module")
         raise NotCpuRunnable(f"{label}: {err}") from None
     notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
     return (copy.to_text() if report.changed else text), notes
+
+
+#: jax's host callbacks (`jax.pure_callback`, `io_callback`, `debug.print`): custom calls into a table of
+#: Python functions that only the process that lowered the module has.
+_HOST_CALLBACK = re.compile(r"xla(?:_ffi)?(?:_partitioned)?(?:_buffer)?_python_(?:cpu_|gpu_)?callback")
+
+
+def _refuse_host_callbacks(module: Module, label: str) -> None:
+    """A host callback in another process reads a function table it does not have, and XLA dies with
+    SIGSEGV: name the instruction instead."""
+    for instruction in module.instructions():
+        target = instruction.attributes.get("custom_call_target") if instruction.opcode == "custom-call" else None
+        target = target.strip('"') if isinstance(target, str) else ""
+        if _HOST_CALLBACK.fullmatch(target):
+            computation = instruction.parent.name if instruction.parent is not None else "?"
+            raise ExecutionError(
+                f"{label}: %{instruction.name} (custom-call) in %{computation} calls {target}, "
+                "a jax host callback: it calls a Python function of the process that lowered the module, "
+                "which no other process can run"
+            )
 
 
 # --- inputs ----------------------------------------------------------------------------------
