@@ -266,8 +266,12 @@ def discover(root: Path, globs: Sequence[str] = DEFAULT_GLOBS, exclude: Path | N
 
 
 def _prepare_output_dir(root: Path, out: Path) -> None:
-    """OUTDIR exists or is created, is a directory, and is not the input tree itself."""
-    check_output(out, directory=True, create=True)
+    """OUTDIR exists or is created, is a directory, and is not the input tree itself.
+
+    As a lone file's -o, OUTDIR may be new but its parent must exist: a mistyped path is an error,
+    not a tree made somewhere unexpected. The subdirectories that mirror the input are made inside it.
+    """
+    check_output(out, directory=True)
     if out.exists() and out.resolve() == root.resolve():
         raise HloError(f"{out}: is the input directory; use --in-place to overwrite the inputs")
     make_directories(out)
