@@ -36,6 +36,7 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
+from hloopt.text.truncation import Units, end_of_input
 
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)\s*$")
 _HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
@@ -288,6 +289,12 @@ def _splitters() -> Splitters:
     return Splitters.from_lark(_POOL.lark)
 
 
+@lru_cache(maxsize=1)
+def _units() -> Units:
+    assert _POOL.lark is not None
+    return Units.from_lark(_POOL.lark)
+
+
 def _attribute_pattern() -> re.Pattern[str]:
     return _splitters().attribute
 
@@ -358,6 +365,13 @@ class _Parse:
     def lark_error(self, err: UnexpectedInput) -> HloParseError:
         """A located error for what Lark refused (positions made absolute for a sub-parse)."""
         start, end = self._fragment
+        offset, message = wording(err, self.text, start, end)
+        if (start, end) == (0, len(self.text)):
+            history = getattr(err, "token_history", None)
+            previous = history[-1].start_pos if history and history[-1] is not None else None
+            ended = end_of_input(self.text, offset, self.locations.filename, _units(), previous)
+            if ended is not None:
+                return ended
         expected = expected_terminals(err)
         in_fragment: int | None = getattr(err, "pos_in_stream", None)
         position = None if in_fragment is None else start + in_fragment
@@ -368,7 +382,6 @@ class _Parse:
             # An argument list that does not close: the fine-grained grammar says why.
             opening = self.text.rfind("(", start, position)
             self._sub_parse(self.text[opening:end], "nested_arguments", opening)
-        offset, message = wording(err, self.text, start, end)
         return self.error(offset, message)
 
     # -- instructions -------------------------------------------------------------
