@@ -208,3 +208,39 @@ def test_a_malformed_module_fails_both_hooks_with_its_location(project: Path, of
         assert "- exit code: " in done.stdout  # pre-commit names a failing hook's code (hloopt: 2 for bad input)
         assert "hloopt: error: broken.hlo:4:22: instruction x does not exist" in done.stdout
         assert (project / "broken.hlo").read_text() == BROKEN
+
+
+SHIPPED = sorted((ROOT / "examples").glob("*.hlo"))
+
+
+@pytest.fixture
+def examples_project(tmp_path: Path, hooks_repo: Path) -> Path:
+    """A git repo holding the shipped examples, committed, with both hooks configured."""
+    work = tmp_path / "examples-project"
+    (work / "examples").mkdir(parents=True)
+    git("init", "-q", cwd=work)
+    for example in SHIPPED:
+        shutil.copy2(example, work / "examples" / example.name)
+    rev = git("rev-parse", "HEAD", cwd=hooks_repo).strip()
+    config = {
+        "repos": [{"repo": str(hooks_repo), "rev": rev, "hooks": [{"id": "hloopt-check"}, {"id": "hloopt-format"}]}]
+    }
+    (work / ".pre-commit-config.yaml").write_text(json.dumps(config))
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "the shipped examples", cwd=work)
+    return work
+
+
+def test_both_hooks_pass_on_every_shipped_example(examples_project: Path, offline: dict[str, str]) -> None:
+    """The project's own examples are canonical: neither hook fails on them or changes them."""
+    assert [p.name for p in SHIPPED] == [
+        "bf16_conv_batchnorm_train.hlo",
+        "fp8_bf16_mlp.hlo",
+        "fp8_mlp.hlo",
+        "int8_matmul.hlo",
+    ]
+    before = texts(examples_project)
+    done = pre_commit("run", "--all-files", cwd=examples_project, env=offline)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("Passed") == 2
+    assert texts(examples_project) == before
