@@ -142,6 +142,13 @@ class _Program:
     paths: tuple[str, ...]
     #: The function of the flat argument leaves to their flat result leaves, static arguments bound.
     flat: Callable[..., list[Any]]
+    #: The shapes and dtypes that carry each argument and result (`_physical`), made once, not per call.
+    in_physical: tuple[Any, ...] = field(init=False)
+    out_physical: tuple[Any, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "in_physical", tuple(map(_physical, self.in_avals)))
+        object.__setattr__(self, "out_physical", tuple(map(_physical, self.out_avals)))
 
     def run_physical(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         """Run on concrete bits (key data for keys); results in the dtypes jax's module returns.
@@ -151,11 +158,13 @@ class _Program:
         the original module's types.
         """
         arrays = [
-            convert_exact(self._host(value, _physical(aval)), parameter, f"argument {path}")
-            for value, aval, parameter, path in zip(inputs, self.in_avals, self.executable.parameters, self.paths)
+            convert_exact(self._host(value, physical), parameter, f"argument {path}")
+            for value, physical, parameter, path in zip(
+                inputs, self.in_physical, self.executable.parameters, self.paths
+            )
         ]
         outputs = self.executable(arrays)
-        return [np.asarray(out).astype(_physical(aval).dtype, copy=False) for out, aval in zip(outputs, self.out_avals)]
+        return [np.asarray(out).astype(physical.dtype, copy=False) for out, physical in zip(outputs, self.out_physical)]
 
     @staticmethod
     def _host(value: Any, physical: Any) -> np.ndarray:
@@ -175,9 +184,10 @@ class _Program:
         import jax
 
         physical = [_unwrap(leaf, aval) for leaf, aval in zip(leaves, self.in_avals)]
-        shapes = [_physical(aval) for aval in self.out_avals]
+        # vmap never reaches the callback (the custom_vmap around it runs the vmapped module); the
+        # method is named only because jax requires one.
         results = jax.pure_callback(
-            lambda *inputs: self.run_physical(inputs), shapes, *physical, vmap_method="sequential"
+            lambda *inputs: self.run_physical(inputs), list(self.out_physical), *physical, vmap_method="sequential"
         )
         return [_rewrap(out, aval) for out, aval in zip(results, self.out_avals)]
 
