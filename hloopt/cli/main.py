@@ -115,11 +115,11 @@ class LazyGroup(click.Group):
     lazy={
         "exec": (
             "hloopt.cli.execution:exec_command",
-            "Run MODULE.hlo once on the CPU and summarise each output (tuples flattened).",
+            "Run MODULE once on the CPU and summarise each output (tuples flattened).",
         ),
         "compare": (
             "hloopt.cli.execution:compare_command",
-            "Run A.hlo and B.hlo on the same inputs and compare outputs: exit 0 all within tolerance, 1 any over, "
+            "Run A and B on the same inputs and compare outputs: exit 0 all within tolerance, 1 any over, "
             "2 on an error.",
         ),
         "cast": ("hloopt.cli.cast:cast_command", "Convert the elements of IN from one dtype to another and write OUT."),
