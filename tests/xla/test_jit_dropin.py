@@ -10,6 +10,7 @@ transformed function.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -237,6 +238,16 @@ def test_donation_is_accepted_and_leaves_the_input() -> None:
     assert_same(x, jnp.ones(3))
 
 
+def test_concurrent_calls() -> None:
+    """jax.jit's test_concurrent_jit: one jitted function called from several threads at once."""
+    jitted = hj.jit(lambda x: x + x - 3.0, passes=None)
+    xs = [np.random.default_rng(n).standard_normal(n).astype(np.float32) for n in range(10)]
+    with concurrent.futures.ThreadPoolExecutor(4) as executor:
+        results = list(executor.map(jitted, xs))
+    for x, result in zip(xs, results):
+        assert_same(result, jax.jit(lambda x: x + x - 3.0)(x))
+
+
 # --- signatures and introspection ----------------------------------------------------------------------
 
 
@@ -280,8 +291,10 @@ def sample(key: Any, x: Any) -> Any:
     ],
     ids=["typed", "legacy uint32", "typed rbg", "split typed"],
 )
-def test_prng_keys_in_and_out(key: Any) -> None:
-    both(sample, key, np.zeros(5, np.float32))
+@pytest.mark.parametrize("passes", [None, "all"])
+def test_prng_keys_in_and_out(key: Any, passes: str | None) -> None:
+    """Keys are u32 bits to the passes, which have nothing to change in them."""
+    both(sample, key, np.zeros(5, np.float32), passes=passes)
 
 
 def test_typed_keys_in_a_pytree() -> None:
