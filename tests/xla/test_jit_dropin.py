@@ -452,3 +452,24 @@ def test_transformations_compile_once_per_signature() -> None:
         jax.grad(jitted)(PARAMS, XS[0])
         jax.vmap(jitted, in_axes=(None, 0))(PARAMS, XS)
     assert len(jitted._compiled) == 1
+
+
+def test_keys_under_an_outer_jit() -> None:
+    key, x = jax.random.key(0), np.zeros(4, np.float32)
+    assert_same(jax.jit(hj.jit(sample, passes=None))(key, x), jax.jit(sample)(key, x))
+    assert jax.eval_shape(hj.jit(sample, passes=None), key, x) == jax.eval_shape(sample, key, x)
+
+
+def test_inside_scan_and_checkpoint() -> None:
+    def step(carry: Any, x: Any) -> tuple[Any, Any]:
+        return carry * 0.5 + x, carry
+
+    assert_same(jax.lax.scan(hj.jit(step, passes=None), 0.0, jnp.arange(4.0)), jax.lax.scan(step, 0.0, jnp.arange(4.0)))
+    assert_same(jax.grad(jax.checkpoint(hj.jit(jnp.sin, passes=None)))(1.0), jax.grad(jax.jit(jnp.sin))(1.0))
+
+
+def test_complex_gradient() -> None:
+    def fn(z: Any) -> Any:
+        return jnp.abs(z * z)
+
+    assert_same(jax.grad(hj.jit(fn, passes=None))(1.0 + 1.0j), jax.grad(jax.jit(fn))(1.0 + 1.0j))
