@@ -221,22 +221,25 @@ def convert_exact(array: np.ndarray, leaf: ArrayShape, label: str) -> np.ndarray
     return converted
 
 
-def _check_runnable(executables: Sequence[Executable], max_bytes: int) -> None:
+def _check_runnable(executables: Sequence[Executable], labels: Sequence[str], max_bytes: int) -> None:
     """Refuse before allocating (a corpus module may declare f32[1000000,100000]), and refuse
     dynamic results: PJRT hands back their buffers padded to the bound, the padding undefined."""
     total = 0
-    for executable in executables:
+    for executable, label in zip(executables, labels):
         for index, leaf in enumerate(executable.results):
             if any(leaf.dynamic):
                 raise ExecutionError(
-                    f"{executable.name}: output {index} is {leaf.to_text()}, a dynamic shape; the CPU run "
+                    f"{label}: output {index} is {leaf.to_text()}, a dynamic shape; the CPU run "
                     "returns it padded to its bound with undefined padding, so it cannot be read or compared"
                 )
         for leaf in executable.parameters + executable.results:
             dims, dtype = host_spec(leaf)
             total += math.prod(dims) * dtype.itemsize
     if total > max_bytes:
-        raise ExecutionError(f"inputs and outputs need {byte_size(total)}, over the limit of {byte_size(max_bytes)}")
+        said = " and ".join(dict.fromkeys(labels))
+        raise ExecutionError(
+            f"{said}: inputs and outputs need {byte_size(total)}, over the limit of {byte_size(max_bytes)}"
+        )
 
 
 def byte_size(count: int) -> str:
@@ -311,7 +314,7 @@ def _run(
 ) -> Execution:
     """`run` in the worker."""
     executable, notes = _compile(text, label, numerics)
-    _check_runnable([executable], max_bytes)
+    _check_runnable([executable], [label], max_bytes)
     prepared = _prepare(executable, inputs, seed)
     outputs = executable(prepared)
     return Execution(executable.parameters, executable.results, tuple(prepared), tuple(outputs), notes)
@@ -688,7 +691,7 @@ def _run_all(
     compiled = [_compile(module, label, numerics) for module, label, numerics in modules]
     executables = [executable for executable, _ in compiled]
     labels = [label for _, label, _ in modules]
-    _check_runnable(executables, max_bytes)
+    _check_runnable(executables, labels, max_bytes)
     shared = _shared_inputs(executables, labels, inputs, seed)
     outputs = [executable(_prepare(executable, shared, seed)) for executable in executables]
     notes = tuple(dict.fromkeys(note for _, module_notes in compiled for note in module_notes))

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from hlo_text import hlo
 from processes import children
 
+import hloopt
 from hloopt.cli.execution import compare_command, exec_command
 from hloopt.xla import bridge
 from hloopt.xla.bridge import XlaCrash, XlaError, canonical_in_subprocess, isolated_call, isolated_map
@@ -256,3 +257,83 @@ def test_an_isolated_pool_outlives_its_zygote() -> None:
         assert isinstance(left, XlaCrash) and "the XLA zygote process died" in left.message
         assert pool.map(os.system, [("true",), ("true",)]) == [0, 0]
         assert pool._zygote._process.pid != zygote  # pyright: ignore[reportOptionalMemberAccess]
+
+
+#: A jax host callback whose index no process has: XLA's CPU runtime dies with SIGSEGV while it runs.
+HOST_CALLBACK = """HloModule callback
+ENTRY main {
+  x = f32[2]{0} parameter(0)
+  ROOT cb = f32[2]{0} custom-call(x), custom_call_target="xla_ffi_python_cpu_callback", api_version=API_VERSION_TYPED_FFI, backend_config={index = 123456 : ui64}
+}
+"""
+
+#: Accepted by XLA's parser, refused by its verifier when converted (an add of f32[4] and f32[8]).
+SHAPE_MISMATCH = """HloModule mismatch
+ENTRY main {
+  a = f32[4] parameter(0)
+  b = f32[8] parameter(1)
+  ROOT c = f32[4] add(a, b)
+}
+"""
+
+
+def test_a_worker_death_names_the_file_the_stage_and_what_ran(files: Path) -> None:
+    crash = files / "crash.hlo"
+    code, _, err = invoke(exec_command, crash)
+    assert code == 2
+    assert err == f"hloopt: error: {crash}: XLA compile failed: worker died with SIGSEGV while compiling crashes_xla\n"
+    code, _, err = invoke(compare_command, files / "a.hlo", crash)
+    assert code == 2 and f"{files / 'a.hlo'} against {crash}: XLA compile failed: worker died with SIGSEGV" in err
+    with pytest.raises(XlaCrash) as caught:
+        isolated_call(bridge.execute, HOST_CALLBACK, [np.ones(2, np.float32)], label="callback.hlo")
+    assert str(caught.value) == (
+        "callback.hlo: XLA execute failed: worker died with SIGSEGV while running callback, "
+        "whose custom calls are: %cb (xla_ffi_python_cpu_callback)"
+    )
+
+
+def test_a_host_callback_is_refused_by_name_before_xla_runs_it(tmp_path: Path) -> None:
+    path = tmp_path / "callback.hlo"
+    path.write_text(HOST_CALLBACK)
+    code, _, err = invoke(exec_command, path)
+    assert code == 2
+    assert err.startswith(
+        f"hloopt: error: {path}: %cb (custom-call) in %main calls xla_ffi_python_cpu_callback, a jax host callback"
+    )
+
+
+def test_the_python_api_never_crashes_its_caller_nor_writes_to_its_terminal(capfd: pytest.CaptureFixture[str]) -> None:
+    """XLA runs in a worker: its death is an XlaCrash here, and its stderr (glog, stack dumps) stays there."""
+    with pytest.raises(XlaCrash, match="module: XLA compile failed: worker died with SIGSEGV"):
+        hloopt.execute(CRASHES_XLA)
+    with pytest.raises(XlaCrash, match="A against B: XLA compile failed: worker died with SIGSEGV"):
+        hloopt.compare(CRASHES_XLA, CRASHES_XLA)
+    assert capfd.readouterr() == ("", "")
+
+
+def test_xla_refusals_are_one_line_on_the_instruction(tmp_path: Path) -> None:
+    """XLA's MLIR diagnostic (the operation in generic form, the bytecode version) comes down to its error line,
+    placed on the instruction it names; a module converted from a .pb has no such line, so it is named only."""
+    path = tmp_path / "mismatch.hlo"
+    path.write_text(SHAPE_MISMATCH)
+    message = "XLA convert failed: %c: 'stablehlo.add' op requires the same shape for all operands and results"
+    expected = f"hloopt: error: {path}:5:8: {message}\n    ROOT c = f32[4] add(a, b)\n         ^\n"
+    assert invoke(exec_command, path)[2] == expected
+    assert invoke(compare_command, path, path)[2] == expected
+    proto = tmp_path / "mismatch.pb"
+    proto.write_bytes(bridge._parse(SHAPE_MISMATCH).as_serialized_hlo_module_proto())
+    assert invoke(exec_command, proto)[2] == f"hloopt: error: {proto}: {message}\n"
+
+
+def test_max_bytes_says_sizes_in_a_unit_that_shows_them(files: Path) -> None:
+    """bf16[3], f8e4m3fn[2,2] and s32[2] in and out: 18 bytes each way."""
+    code, _, err = invoke(exec_command, files / "a.hlo", "--max-bytes", "10")
+    assert code == 2
+    assert err == f"hloopt: error: {files / 'a.hlo'}: inputs and outputs need 36 bytes, over the limit of 10 bytes\n"
+
+
+def test_help_says_modules_may_be_pb_and_mlir() -> None:
+    for command, usage in ((exec_command, "[OPTIONS] MODULE\n"), (compare_command, "[OPTIONS] A B\n")):
+        out = CliRunner().invoke(command, ["--help"]).stdout
+        assert usage in out and ".hlo" not in out
+        assert "(.pb)" in out and ".mlir" in out
