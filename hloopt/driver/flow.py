@@ -174,6 +174,16 @@ class Output:
     mirrored: bool
     modules: list[ModuleResult]
 
+    def hold(self) -> None:
+        """Keep it back until its modules' comparisons are done; their ``output`` says where it is to go."""
+        for module in self.modules:
+            module.output, module.losses, module.pending = self.target, self.losses, self
+
+    def withhold(self) -> None:
+        """Drop it: it is not to be written."""
+        for module in self.modules:
+            module.output, module.losses, module.pending = None, [], None
+
     def write(self) -> None:
         """Write it (atomically; a device or FIFO is written through) and record it on its modules."""
         if self.mirrored:
@@ -247,11 +257,10 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
         output = Output(
             target, formats.dump(text, fmt), formats.losses(text, fmt), job.relative is not None, file.modules
         )
-        if not options.verify_numerics:
+        if options.verify_numerics:
+            output.hold()
+        else:
             output.write()
-            return
-        for module in file.modules:
-            module.pending = output
 
 
 def _process_module(
@@ -360,7 +369,7 @@ def _release(
         if output is None:  # nothing to write, or written with another module of its file
             continue
         if id(output) in refused:
-            _withhold(output.modules)
+            output.withhold()
             continue
         err = _write(output)
         if err is not None:
@@ -380,9 +389,9 @@ def _write(output: Output) -> HloError | None:
     try:
         output.write()
     except HloError as err:
+        output.withhold()
         for module in output.modules:
             _failed(module, err, module.path)
-            module.pending = None
         return err
     return None
 
@@ -391,8 +400,7 @@ def _withhold(results: Sequence[ModuleResult]) -> None:
     """Drop the held-back outputs of `results`' files: they are not to be written."""
     for result in results:
         if result.pending is not None:
-            for module in result.pending.modules:
-                module.pending = None
+            result.pending.withhold()
 
 
 def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: IsolatedPool | None = None) -> None:

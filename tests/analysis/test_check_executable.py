@@ -11,6 +11,7 @@ import pytest
 from hloopt import parse
 from hloopt.analysis.verifier import check_executable
 from hloopt.errors import HloError, HloParseError
+from hloopt.ir import ArrayShape
 from hloopt.xla.bridge import isolated_map
 from hloopt.xla.execution import run
 
@@ -194,3 +195,13 @@ def test_xla_refuses_every_refused_case_and_runs_every_near_miss() -> None:
         assert isinstance(result, HloError), f"{case}: XLA ran it"
     for case, result in zip(RUNS, results[len(refused) :]):
         assert not isinstance(result, Exception), f"{case}: {result}"
+
+
+def test_a_reshape_changing_the_element_count_is_refused() -> None:
+    """XLA's parser dies on one (a CHECK failure) and hloopt's refuses it; a module built in Python can
+    still hold one, so the check refuses it before XLA sees it."""
+    module = parse(_text("p = f32[4] parameter(0)\nROOT r = f32[2,2] reshape(p)"))
+    check_executable(module)
+    module.entry.instructions[-1].set_shape(ArrayShape("f32", (3,), (False,)))
+    with pytest.raises(HloError, match=r"%r in %e: reshape of f32\[4\] \(4 elements\) to f32\[3\] \(3\)"):
+        check_executable(module)
