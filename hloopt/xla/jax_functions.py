@@ -203,7 +203,11 @@ def _inexact(aval: Any) -> bool:
 
 @dataclass(eq=False)
 class Jitted:
-    """What `jit` returns: call it like the `jax.jit` function it stands for."""
+    """What `jit` returns: call it like the `jax.jit` function it stands for (a method too).
+
+    Concrete arguments run the rewritten module directly; tracers (under grad, vmap, an outer jit)
+    go through `_transformed`, so every path computes with modules after the passes.
+    """
 
     fn: Callable[..., Any]
     passes: Passes
@@ -214,7 +218,7 @@ class Jitted:
     _reference: Any = field(init=False, repr=False)
     #: One compiled rewritten module per abstract signature (tree, avals, static values, jax's trace context).
     _compiled: dict[Any, _Program] = field(default_factory=dict[Any, _Program], repr=False)
-    #: Per program: the transformable call, and the rewritten modules of its batched and backward forms.
+    #: Per program: the call jax can transform (its vmapped and backward `Jitted` live in its closure).
     _transformable: dict[int, Callable[..., Any]] = field(default_factory=dict[int, Callable[..., Any]], repr=False)
 
     def __post_init__(self) -> None:
