@@ -1,4 +1,4 @@
-"""Reading inputs and writing outputs safely: clear errors, atomic writes."""
+"""Reading inputs and writing outputs safely: clear errors; atomic writes that write through a device or FIFO and keep a symlink."""
 
 from __future__ import annotations
 
