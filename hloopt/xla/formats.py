@@ -14,10 +14,17 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from hloopt.errors import HloError
+from hloopt.errors import HloError, parse_error_at
 from hloopt.ir.element_types import BY_NAME
 from hloopt.support.fileio import decode_text, read_bytes
-from hloopt.support.formats import OUTPUT_EXTENSIONS, OUTPUT_FORMATS, Format, detect, first_field
+from hloopt.support.formats import (
+    MLIR_BYTECODE_MAGIC,
+    OUTPUT_EXTENSIONS,
+    OUTPUT_FORMATS,
+    Format,
+    detect,
+    first_field,
+)
 
 #: Module attributes an HloModuleProto has no field for: they are lost going through `.pb`.
 PROTO_LOSSES = (
@@ -55,7 +62,7 @@ def load(path: str) -> Loaded:
         return Loaded(proto_to_text(inner, path), fmt)
     if fmt is Format.PROTO:
         return Loaded(proto_to_text(data, path), fmt)
-    return Loaded(stablehlo_to_text(data, path), fmt)
+    return Loaded(stablehlo_to_text(data, "<stdin>" if path == "-" else path), fmt)
 
 
 def print_options() -> Any:
@@ -87,17 +94,82 @@ def _callees_first(text: str, path: str) -> str:
 
 
 def stablehlo_to_text(data: bytes, path: str = "<bytes>") -> str:
-    """HLO text of a StableHLO module (text, bytecode or a jax.export artifact)."""
+    """HLO text of a StableHLO module (text, bytecode or a jax.export artifact).
+
+    MLIR's refusal names its own buffer (``-:3:31: error: …``): it is located in `path` as an HLO
+    error is, with the line and a caret, when `data` is text; bytecode has no lines to point at.
+    """
     from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
 
     try:
         computation = _jax.mlir.mlir_module_to_xla_computation(data, use_tuple_args=False, return_tuple=False)
     except Exception as err:
-        raise HloError(f"{path}: StableHLO that XLA cannot convert to HLO: {_first_line(err)}") from None
+        raise _stablehlo_error(err, data, path) from None
     return _callees_first(str(computation.as_hlo_module().to_string(print_options())), path)
 
 
+@dataclass(frozen=True)
+class Diagnostic:
+    """MLIR's first meaningful error: where (`buffer` ``-`` is the text jaxlib was given) and what."""
+
+    buffer: str
+    line: int
+    column: int
+    message: str
+
+
+#: One MLIR diagnostic line: ``-:3:31: error: message``, ``"model.py":4:2: …`` from a ``loc(...)``,
+#: ``<unknown>:0: error: …`` with no column.
+_DIAGNOSTIC = re.compile(
+    r"^(?:[A-Z_]+: )?(?P<buffer>.*?):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>error|warning|note|remark): (?P<message>.*)$",
+    re.M,
+)
+#: What MLIR adds after the real error when a StableHLO parse fails: no news to a user.
+_GENERIC = re.compile(r"^Failed to parse using StableHLO")
+_REFUSED = "StableHLO that XLA cannot convert to HLO"
+
+
+def mlir_diagnostic(err: Exception) -> Diagnostic | None:
+    """The first meaningful error of an MLIR diagnostic; None if it has none.
+
+    MLIR's diagnostics run over lines: the error, then notes (``in bytecode version 6 produced by …``,
+    ``see current operation: …``) and a generic "Failed to parse using StableHLO …" error.
+    """
+    errors = [m for m in _DIAGNOSTIC.finditer(str(err)) if m.group("kind") == "error"]
+    specific = [m for m in errors if not _GENERIC.match(m.group("message"))] or errors
+    if not specific:
+        return None
+    first = specific[0]
+    line, column = int(first.group("line")), int(first.group("column") or 0)
+    return Diagnostic(first.group("buffer"), line, column, first.group("message").strip())
+
+
+def _stablehlo_error(err: Exception, data: bytes, path: str) -> HloError:
+    """The error for StableHLO XLA refused: ``FILE:LINE:COL: message`` with the line and a caret for
+    text, ``FILE: message`` for bytecode or where MLIR points at no line of the file."""
+    diagnostic = mlir_diagnostic(err)
+    if diagnostic is None:
+        return HloError(f"{path}: {_REFUSED}: {_first_line(err)}")
+    message = diagnostic.message
+    if data.startswith(MLIR_BYTECODE_MAGIC) or b"\0" in data:
+        return HloError(f"{path}: StableHLO bytecode that XLA cannot read: {message}")
+    lines = data.split(b"\n")
+    if diagnostic.buffer != "-" or not 0 < diagnostic.line <= len(lines):
+        where = f" (at {diagnostic.buffer}:{diagnostic.line}:{diagnostic.column})" if diagnostic.line else ""
+        return HloError(f"{path}: {_REFUSED}: {message}{where}")
+    # MLIR counts columns in bytes from 1; the error counts characters.
+    line = lines[diagnostic.line - 1]
+    start = sum(len(text) + 1 for text in lines[: diagnostic.line - 1])
+    offset = start + min(max(diagnostic.column - 1, 0), len(line))
+    text = data.decode("utf-8", errors="replace")
+    return parse_error_at(text, len(data[:offset].decode("utf-8", errors="replace")), path, message)
+
+
 def _first_line(err: Exception) -> str:
+    """An error of jaxlib's in one line: MLIR's first meaningful error, else the first line, status code off."""
+    diagnostic = mlir_diagnostic(err)
+    if diagnostic is not None:
+        return diagnostic.message
     text = str(err).strip() or type(err).__name__
     lines = [line for line in text.splitlines() if line.strip()]
     return re.sub(r"^(INVALID_ARGUMENT|INTERNAL|UNKNOWN): ", "", lines[0]) if lines else text

@@ -112,7 +112,11 @@ def test_stablehlo_out_reads_back(tmp_path: Path) -> None:
         ("m.pb", b"\x0a\x05abc", "not an HLO module: it is neither"),
         ("m.pb", b"\x08\x01\x10\x02", "a protobuf message (fields 1, 2) that is neither"),
         ("m.bin", b"PK\x03\x04rest", "it looks like a ZIP archive"),
-        ("m.mlir", b'module @m {\n  func.func @main() {\n    "x.y"() : () -> ()\n  }\n}\n', "StableHLO that XLA"),
+        (
+            "m.mlir",
+            b'module @m {\n  func.func @main() {\n    "x.y"() : () -> ()\n  }\n}\n',
+            "m.mlir:3:10: operation being parsed with an unregistered dialect",
+        ),
     ],
     ids=["truncated", "another message", "a zip", "an unknown dialect"],
 )
@@ -121,6 +125,31 @@ def test_a_file_that_is_no_module_is_one_clear_error(tmp_path: Path, name: str, 
     path.write_bytes(data)
     with pytest.raises(HloError, match=re.escape(message)):
         formats.load(str(path))
+
+
+@pytest.mark.parametrize(
+    ("diagnostic", "expected"),
+    [
+        (
+            "UNKNOWN: -:3:31: error: use of undeclared SSA value name\n<unknown>:0: error: Failed to parse using"
+            " StableHLO v1.17.0, this could indicate forward incompatibility\n",
+            formats.Diagnostic("-", 3, 31, "use of undeclared SSA value name"),
+        ),
+        (
+            "-:0:0: error: attempting to parse 120 bytes when only 6 remain\n"
+            "-:0:0: note: in bytecode version 6 produced by: MLIR24.0.0git\n",
+            formats.Diagnostic("-", 0, 0, "attempting to parse 120 bytes when only 6 remain"),
+        ),
+        (
+            "<unknown>:0: error: Failed to parse using StableHLO v1.22.0\n",
+            formats.Diagnostic("<unknown>", 0, 0, "Failed to parse using StableHLO v1.22.0"),
+        ),
+        ("INTERNAL: no diagnostic here", None),
+    ],
+    ids=["error then the generic line", "error then a note", "only the generic line", "none"],
+)
+def test_the_first_meaningful_mlir_error_is_kept(diagnostic: str, expected: formats.Diagnostic | None) -> None:
+    assert formats.mlir_diagnostic(RuntimeError(diagnostic)) == expected
 
 
 def test_truncated_proto_of_a_real_module(tmp_path: Path) -> None:
