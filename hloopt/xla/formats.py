@@ -34,11 +34,11 @@ PROTO_LOSSES = (
     "allow_spmd_sharding_propagation_to_parameters",
     "allow_spmd_sharding_propagation_to_output",
 )
-#: What the StableHLO route changes, whatever the module.
-STABLEHLO_LOSSES = (
-    "instruction and computation names are XLA's new ones (while bodies become regions)",
-    "instruction layouts fall back to the default (the entry layout survives)",
-    "the instruction order follows dependencies, and op_name metadata is added where there was none",
+#: What the StableHLO route changes, whatever the module: one phrase, read after "this format does not keep".
+STABLEHLO_LOSS = (
+    "instruction and computation names, instruction layouts or instruction order (XLA renames them and turns"
+    " while bodies into regions, layouts other than the entry computation's fall back to the default,"
+    " instructions follow their operands, and op_name metadata is added where there was none)"
 )
 
 
@@ -208,10 +208,11 @@ def dump(text: str, fmt: Format) -> str | bytes:
 
 
 def losses(text: str, fmt: Format) -> list[str]:
-    """What writing `text` in `fmt` does not keep, for a warning on stderr (empty: nothing)."""
+    """What writing `text` in `fmt` does not keep, for a warning on stderr (empty: nothing): each a phrase
+    that reads after "this format does not keep"."""
     if fmt is Format.HLO:
         return []
-    lost: list[str] = [] if fmt is Format.PROTO else list(STABLEHLO_LOSSES)
+    lost: list[str] = [] if fmt is Format.PROTO else [STABLEHLO_LOSS]
     if fmt is Format.PROTO:
         header = text[: text.find("\n")] if "\n" in text else text
         lost += [f"{name} (HloModuleProto has no field for it)" for name in PROTO_LOSSES if f"{name}=" in header]
@@ -220,7 +221,7 @@ def losses(text: str, fmt: Format) -> list[str]:
     elided = elided_constant_bytes(text)
     if elided:
         lost.append(
-            f"constants printed as {{...}} have no values: the file holds XLA's made-up ones ({elided:,} bytes)"
+            f"the values of constants printed as {{...}}, which it holds as XLA makes them up ({elided:,} bytes)"
         )
     return lost
 

@@ -51,6 +51,25 @@ def test_a_proto_output_names_what_it_loses(tmp_path: Path) -> None:
     assert "does not keep replica_count" in result.stderr
 
 
+@pytest.mark.parametrize("args", [["-o", "m.mlir"], ["-o", "m.out", "--output-format", "mlir"]])
+def test_a_stablehlo_output_says_what_it_loses_once_in_a_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    source = tmp_path / "m.hlo"
+    source.write_text(MODULE)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["run", str(source), *args])
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("hloopt: warning: ")]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].endswith(
+        "this format does not keep instruction and computation names, instruction layouts or instruction order"
+        " (XLA renames them and turns while bodies into regions, layouts other than the entry computation's fall"
+        " back to the default, instructions follow their operands, and op_name metadata is added where there was"
+        " none)"
+    )
+
+
 def test_output_format_overrides_the_extension_and_works_on_stdout(tmp_path: Path, proto: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "module.bin"

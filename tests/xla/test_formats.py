@@ -67,7 +67,7 @@ def test_elided_constants_are_a_named_loss_in_both_formats() -> None:
         }
     """)
     assert formats.elided_constant_bytes(text) == 12_008
-    loss = "constants printed as {...} have no values: the file holds XLA's made-up ones (12,008 bytes)"
+    loss = "the values of constants printed as {...}, which it holds as XLA makes them up (12,008 bytes)"
     assert formats.losses(text, Format.PROTO) == [loss]
     assert formats.losses(text, Format.STABLEHLO)[-1] == loss
     assert formats.losses(text, Format.HLO) == []
