@@ -32,11 +32,13 @@ from hloopt.xla.execution import (
     CompareReport,
     Execution,
     Numerics,
+    Prepared,
     compare,
     load_arrays,
     numerics_sides,
-    run,
+    run_prepared,
     save_arrays,
+    with_numerics,
 )
 from hloopt.xla.formats import load
 
@@ -141,11 +143,15 @@ def exec_command(
         if path is not None:  # before XLA runs, and before either is written
             check_output(path)
     with IsolatedPool(2) as pool:
-        pool.start()  # the worker imports jax while this process reads and splits the module
+        pool.start()  # the worker imports jax while this process reads, parses and prepares the modules
         modules = _modules(module_path, split_input_file)
         inputs = None if inputs_path is None else load_arrays(inputs_path)
-        calls = [(m.text, inputs, seed, max_bytes, module_path, numerics) for m in modules]
-        executions = pool.map(run, calls, labels=[m.label for m in modules])
+        executions: list[Prepared | Execution | HloError] = [_prepared(m.text, numerics, module_path) for m in modules]
+        ready = [index for index, prepared in enumerate(executions) if isinstance(prepared, Prepared)]
+        calls = [(executions[index], inputs, seed, max_bytes, module_path) for index in ready]
+        ran = pool.map(run_prepared, calls, labels=[modules[index].label for index in ready])
+        for index, execution in zip(ready, ran):
+            executions[index] = execution
     errors: list[Exception] = []
     for module, execution in zip(modules, executions):
         where = module.label
@@ -155,12 +161,21 @@ def exec_command(
             said = module.said(execution, module_path)
             errors.append(in_chunk(said, where, module_path) if split_input_file else said)
             continue
+        assert isinstance(execution, Execution)  # every prepared module ran
         _echo_execution(execution)
         if save_inputs_path is not None:
             save_arrays(save_inputs_path, "input", execution.inputs)
         if output_path is not None:
             save_arrays(output_path, "output", execution.outputs)
     exit_on_errors(errors)
+
+
+def _prepared(text: str, numerics: Numerics, label: str) -> Prepared | HloError:
+    """The module prepared for XLA (`with_numerics`), or why it cannot be."""
+    try:
+        return with_numerics(text, numerics, label)
+    except HloError as err:
+        return err
 
 
 def _said(

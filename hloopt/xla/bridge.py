@@ -140,16 +140,13 @@ def _stage(name: str, detail: str = "") -> Iterator[None]:
         raise XlaError(name, message or type(err).__name__, instruction=instruction) from None
 
 
-@cache
 def _backend() -> Any:
-    """XLA's CPU client, with every custom call the installed jaxlib implements on the CPU ready to run."""
     import jax.extend
 
-    backend = jax.extend.backend.get_backend("cpu")
-    _ready_cpu_custom_calls()
-    return backend
+    return jax.extend.backend.get_backend("cpu")
 
 
+@cache
 def _ready_cpu_custom_calls() -> None:
     """Register and initialise every custom-call target jaxlib implements on the CPU, as jax does for its
     own lowerings. jax registers LAPACK's targets on import but fills in their LAPACK routines (read from
@@ -363,6 +360,8 @@ def _compile_cached(text: str) -> Executable:
         stablehlo = _jax.mlir.hlo_to_stablehlo(proto)
     backend = _backend()
     custom_calls = _custom_calls(module.to_string())
+    if custom_calls:  # LAPACK's initialisation imports scipy: only for a module that may need it
+        _ready_cpu_custom_calls()
     with jax_mlir.make_ir_context():
         with _stage("convert"):
             mlir_module = ir.Module.parse(stablehlo)
@@ -502,7 +501,10 @@ class _Zygote:
         return self._process.poll() is None
 
     def close(self) -> None:
-        self._socket.close()  # the zygote sees EOF and exits
+        """End the zygote. It holds nothing to save, and an interpreter that has imported jax takes a fifth
+        of a second to wind down (what a short `hloopt exec` would wait for): it is killed, not asked."""
+        self._socket.close()
+        self._process.kill()
         self._process.wait()
 
 
@@ -763,6 +765,21 @@ def isolated_map(
     """``fn(*args)`` for each args tuple in `workers` fresh worker processes, as `IsolatedPool.map`."""
     with IsolatedPool(workers) as pool:
         return pool.map(fn, calls, timeout=timeout, labels=labels)
+
+
+@contextmanager
+def worker_pool(pool: IsolatedPool | None = None) -> Iterator[IsolatedPool | None]:
+    """`pool`, or a one-worker pool for the block, started at once: its zygote imports jax while the caller
+    prepares the call (parses, runs passes). None in a worker process, where `isolated_call` runs in place."""
+    if _stage_listener is not None:
+        yield None
+    elif pool is not None:
+        pool.start()
+        yield pool
+    else:
+        with IsolatedPool(1) as own:
+            own.start()
+            yield own
 
 
 def isolated_call(

@@ -22,7 +22,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from hloopt.ir import Module
 from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
 from hloopt.ir.shape import ArrayShape
 from hloopt.support.fileio import write_atomic
-from hloopt.xla.bridge import Executable, IsolatedPool, XlaError, compile_cpu, host_spec, isolated_call
+from hloopt.xla.bridge import Executable, IsolatedPool, XlaError, compile_cpu, host_spec, isolated_call, worker_pool
 
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-8
@@ -82,7 +82,14 @@ def _text(module: ModuleLike) -> str:
     return module if isinstance(module, str) else module.to_text()
 
 
-def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module") -> tuple[str, tuple[str, ...]]:
+class Prepared(NamedTuple):
+    """A module ready for XLA: the text to compile, and the warnings of the passes that made it."""
+
+    text: str
+    warnings: tuple[str, ...]
+
+
+def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module") -> Prepared:
     """The text to run for `module`, and the warnings of the passes that made it (pass name first).
 
     This is where every module is prepared before XLA compiles it (`run`, `compare`, `compare_passes`,
@@ -105,7 +112,7 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module")
     except NotCpuRunnable as err:
         raise NotCpuRunnable(f"{label}: {err}") from None
     notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
-    return (copy.to_text() if report.changed else text), notes
+    return Prepared(copy.to_text() if report.changed else text, notes)
 
 
 #: jax's host callbacks (`jax.pure_callback`, `io_callback`, `debug.print`): custom calls into a table of
@@ -131,12 +138,10 @@ def _refuse_host_callbacks(module: Module, label: str) -> None:
 # --- inputs ----------------------------------------------------------------------------------
 
 
-def _compile(module: ModuleLike, label: str, numerics: Numerics = "xla") -> tuple[Executable, tuple[str, ...]]:
-    """Compile under `numerics`, naming the module in XLA's error (its messages say only "line:column");
-    the emulation's warnings come along."""
-    text, notes = with_numerics(module, numerics, label)
+def _compile(prepared: Prepared, label: str) -> Executable:
+    """Compile, naming the module in XLA's error (its messages say only "line:column")."""
     try:
-        return compile_cpu(text), notes
+        return compile_cpu(prepared.text)
     except XlaError as err:
         raise err.named(label) from None
 
@@ -297,11 +302,14 @@ def run(
 ) -> Execution:
     """Compile for the CPU and run once under `numerics`; without `inputs`, make them from `seed`.
 
-    XLA runs in a worker process (one of `pool`'s, else one started for this call), so a module that
-    crashes XLA raises an `XlaCrash` naming `label` instead of killing the caller, and XLA's logging
-    stays out of the caller's terminal.
+    XLA runs in a worker process (one of `pool`'s, else one started for this call, importing jax while
+    this process parses the module and runs its passes), so a module that crashes XLA raises an
+    `XlaCrash` naming `label` instead of killing the caller, and XLA's logging stays out of the
+    caller's terminal.
     """
-    return isolated_call(_run, _text(module), _host(inputs), seed, max_bytes, label, numerics, label=label, pool=pool)
+    with worker_pool(pool) as workers:
+        prepared = with_numerics(module, numerics, label)
+        return isolated_call(run_prepared, prepared, _host(inputs), seed, max_bytes, label, label=label, pool=workers)
 
 
 def _host(inputs: Sequence[Any] | None) -> list[np.ndarray] | None:
@@ -309,15 +317,15 @@ def _host(inputs: Sequence[Any] | None) -> list[np.ndarray] | None:
     return None if inputs is None else [np.asarray(array) for array in inputs]
 
 
-def _run(
-    text: str, inputs: Sequence[np.ndarray] | None, seed: int, max_bytes: int, label: str, numerics: Numerics
+def run_prepared(
+    prepared: Prepared, inputs: Sequence[np.ndarray] | None, seed: int, max_bytes: int, label: str
 ) -> Execution:
-    """`run` in the worker."""
-    executable, notes = _compile(text, label, numerics)
+    """`run` of a module `with_numerics` prepared, in this process: what a worker runs (`IsolatedPool.map`)."""
+    executable = _compile(prepared, label)
     _check_runnable([executable], [label], max_bytes)
-    prepared = _prepare(executable, inputs, seed)
-    outputs = executable(prepared)
-    return Execution(executable.parameters, executable.results, tuple(prepared), tuple(outputs), notes)
+    inputs_used = _prepare(executable, inputs, seed)
+    outputs = executable(inputs_used)
+    return Execution(executable.parameters, executable.results, tuple(inputs_used), tuple(outputs), prepared.warnings)
 
 
 def execute(
@@ -682,19 +690,15 @@ class _Runs:
 
 
 def _run_all(
-    modules: Sequence[tuple[ModuleLike, str, Numerics]],
-    inputs: Sequence[np.ndarray] | None,
-    seed: int,
-    max_bytes: int,
+    modules: Sequence[tuple[Prepared, str]], inputs: Sequence[np.ndarray] | None, seed: int, max_bytes: int
 ) -> _Runs:
-    """Compile every (module, label, numerics), check the memory once, and run each on shared inputs."""
-    compiled = [_compile(module, label, numerics) for module, label, numerics in modules]
-    executables = [executable for executable, _ in compiled]
-    labels = [label for _, label, _ in modules]
+    """Compile every prepared (module, label), check the memory once, and run each on shared inputs."""
+    executables = [_compile(prepared, label) for prepared, label in modules]
+    labels = [label for _, label in modules]
     _check_runnable(executables, labels, max_bytes)
     shared = _shared_inputs(executables, labels, inputs, seed)
     outputs = [executable(_prepare(executable, shared, seed)) for executable in executables]
-    notes = tuple(dict.fromkeys(note for _, module_notes in compiled for note in module_notes))
+    notes = tuple(dict.fromkeys(note for prepared, _ in modules for note in prepared.warnings))
     return _Runs(executables, outputs, labels, notes)
 
 
@@ -718,23 +722,22 @@ def compare(
     worker process, as in `run`.
     """
     sides = numerics_sides(numerics)
-    args = (_text(a), _text(b), _host(inputs), rtol, atol, seed, max_bytes, labels, sides)
-    return isolated_call(_compare, *args, label=" against ".join(labels), pool=pool)
+    with worker_pool(pool) as workers:
+        modules = [(with_numerics(m, side, label), label) for m, label, side in zip((a, b), labels, sides)]
+        args = (modules, _host(inputs), rtol, atol, seed, max_bytes)
+        return isolated_call(_compare, *args, label=" against ".join(labels), pool=workers)
 
 
 def _compare(
-    a: str,
-    b: str,
+    modules: Sequence[tuple[Prepared, str]],
     inputs: Sequence[np.ndarray] | None,
     rtol: float,
     atol: float,
     seed: int,
     max_bytes: int,
-    labels: tuple[str, str],
-    sides: tuple[Numerics, Numerics],
 ) -> CompareReport:
-    """`compare` in the worker."""
-    runs = _run_all(list(zip((a, b), labels, sides)), inputs, seed, max_bytes)
+    """`compare` of the prepared modules, in the worker."""
+    runs = _run_all(modules, inputs, seed, max_bytes)
     outputs = runs.comparison(0, 1, rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings)
 
@@ -757,40 +760,37 @@ def compare_passes(
     each pass that changed the module, in run order. All run under the same numerics and inputs,
     and a module text that occurs twice (the last pass's and `after`) runs once. XLA runs in a
     worker process, as in `run`."""
-    stages = [(name, _text(module)) for name, module in passes]
-    args = (_text(before), _text(after), stages, _host(inputs), rtol, atol, seed, max_bytes, labels, numerics)
-    return isolated_call(_compare_passes, *args, label=" against ".join(labels), pool=pool)
+    texts = [_text(module) for module in (before, *(module for _, module in passes), after)]
+    names = [labels[0], *(f"{labels[0]} after {name}" for name, _ in passes), labels[1]]
+    first_label: dict[str, str] = {}
+    for text, label in zip(texts, names):
+        first_label.setdefault(text, label)
+    position = {text: index for index, text in enumerate(first_label)}
+    at = [position[text] for text in texts]
+    with worker_pool(pool) as workers:
+        modules = [(with_numerics(text, numerics, label), label) for text, label in first_label.items()]
+        args = (modules, at, [name for name, _ in passes], _host(inputs), rtol, atol, seed, max_bytes)
+        return isolated_call(_compare_passes, *args, label=" against ".join(labels), pool=workers)
 
 
 def _compare_passes(
-    before: str,
-    after: str,
-    passes: Sequence[tuple[str, str]],
+    modules: Sequence[tuple[Prepared, str]],
+    at: Sequence[int],
+    passes: Sequence[str],
     inputs: Sequence[np.ndarray] | None,
     rtol: float,
     atol: float,
     seed: int,
     max_bytes: int,
-    labels: tuple[str, str],
-    numerics: Numerics,
 ) -> CompareReport:
-    """`compare_passes` in the worker."""
-    modules = [before, *(module for _, module in passes), after]
-    names = [labels[0], *(f"{labels[0]} after {name}" for name, _ in passes), labels[1]]
-    texts = [_text(module) for module in modules]
-    first_label: dict[str, str] = {}
-    for text, label in zip(texts, names):
-        first_label.setdefault(text, label)
-    runs = _run_all([(text, label, numerics) for text, label in first_label.items()], inputs, seed, max_bytes)
-    position = {text: index for index, text in enumerate(first_label)}
-    at = [position[text] for text in texts]
+    """`compare_passes` in the worker: `modules` are the distinct prepared modules, and `at` gives the one
+    for the input, each pass's output and the result, in that order."""
+    runs = _run_all(modules, inputs, seed, max_bytes)
 
     def drift(a: int, b: int) -> Drift:
         return Drift.of(runs.comparison(at[a], at[b], rtol, atol))
 
-    rows = tuple(
-        PassRow(name, drift(0, stage), drift(stage - 1, stage)) for stage, (name, _) in enumerate(passes, start=1)
-    )
+    rows = tuple(PassRow(name, drift(0, stage), drift(stage - 1, stage)) for stage, name in enumerate(passes, start=1))
     outputs = runs.comparison(at[0], at[-1], rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings, rows)
 
