@@ -35,10 +35,10 @@ import time
 import traceback
 import uuid
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import closing, suppress
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
@@ -373,9 +373,11 @@ def not_a_module(job: Job) -> str | None:
     return f"text that is neither HLO nor MLIR (it opens with {first[:60]!r})"
 
 
-def _work(job: Job, options: RunOptions) -> FileResult:
+def _work(
+    job: Job, options: RunOptions, comparing: Callable[[], AbstractContextManager[None]] = nullcontext
+) -> FileResult:
     """One batch member: `process_file` (looked up at call time), then --verify-numerics here, in this
-    process's XLA workers; trimmed to the small record the parent needs.
+    process's XLA workers (started within `comparing`); trimmed to the small record the parent needs.
 
     The exceptions go (the error records say it all, and they may not pickle), and so do the texts
     and --per-pass stages: they were compared here, so no module's text ever leaves its worker.
@@ -384,7 +386,8 @@ def _work(job: Job, options: RunOptions) -> FileResult:
         return Skipped(job.name, [], reason=reason)
     result = process_file(job, options)
     if options.verify_numerics:
-        verify_numerics(result.modules, options, _comparisons())
+        with comparing():
+            verify_numerics(result.modules, options, _comparisons())
     for module in result.modules:
         module.exception = None
         module.texts = None
@@ -443,13 +446,38 @@ def _failed_file(job: Job, message: str) -> FileResult:
 
 
 def _on_terminate_discard_writes() -> None:
-    """A child's first act: when it is terminated (the batch stopped), it leaves no temporary file."""
+    """A child's first act: when it is terminated (the batch stopped), it leaves no temporary file and
+    exits, whatever its threads are doing.
+
+    A Python handler alone would not do: it runs in the main thread at its next bytecode, so a SIGTERM
+    that lands just before the main thread blocks (reading the next request, a FIFO, a sleep) waits
+    there forever. So SIGTERM is blocked, in this thread and so in every thread started after it (numpy's,
+    XLA's), and one thread waits for it; the handler stays for the stretches where the main thread
+    unblocks it (`_terminable`).
+    """
     signal.signal(signal.SIGTERM, _terminated)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    threading.Thread(target=_await_termination, name="hloopt-terminate", daemon=True).start()
+
+
+def _await_termination() -> None:
+    _terminated(signal.sigwait({signal.SIGTERM}), None)
 
 
 def _terminated(signum: int, frame: object) -> None:
     discard_partial_writes()
     os._exit(128 + signum)
+
+
+@contextmanager
+def _terminable() -> Iterator[None]:
+    """In a child: SIGTERM unblocked in this thread meanwhile, so that the processes it starts (the XLA
+    workers of --verify-numerics) do not inherit it blocked."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
 def _as_completed(
@@ -556,7 +584,7 @@ class _Task:
                 f"{job.path}: this worker cannot reach the batch's directory {self.cwd} ({err.strerror}); "
                 "an executor's workers need the filesystem the batch was started on",
             )
-        return _work(job, self.options)
+        return _work(job, self.options, _terminable)
 
 
 #: What a child runs: a fresh interpreter (never a fork of this process, which may hold jax and its
@@ -604,13 +632,21 @@ class _Child:
         return results
 
 
+#: How long a child has to act on SIGTERM (remove a temporary file, exit) before it is killed.
+_TERMINATION_SECONDS = 10.0
+
+
 def _end(owner: int, process: subprocess.Popen[bytes], *pipes: BinaryIO) -> None:
     """Stop and reap a child; only in the process that started it (not in a fork of that process)."""
     if os.getpid() != owner:
         return
     # Terminated first: a thread blocked reading its reply holds the pipe, which closes once the child is gone.
     process.terminate()  # idle, it exits; caught writing, it removes its temporary file first
-    process.wait()
+    try:
+        process.wait(_TERMINATION_SECONDS)
+    except subprocess.TimeoutExpired:  # it did not act on SIGTERM: the batch must end all the same
+        process.kill()
+        process.wait()
     for pipe in pipes:
         with suppress(OSError):
             pipe.close()
