@@ -63,7 +63,8 @@ def wording(err: UnexpectedInput, text: str, start: int, end: int) -> tuple[int,
         return end, f"unexpected end of input, expected {describe(err.expected)}"
     if isinstance(err, UnexpectedToken):
         token = err.token
-        found = describe([token.type]) if token.type == "$END" else repr(str(token)[:40])
+        # What the line shows: a token may run over lines (a group left open), the message does not.
+        found = describe([token.type]) if token.type == "$END" else repr(str(token).partition("\n")[0][:40])
         at_end = token.type == "$END" or token.start_pos is None
         offset = end if at_end else int(token.start_pos or 0) + start
         return offset, f"expected {describe(err.expected)}, found {found}"

@@ -52,13 +52,13 @@ class ShapeReader:
         """An array shape ``type[dims]{layout}`` written at `offset` (not interned: tuples intern whole)."""
         match = _ARRAY_SHAPE.fullmatch(text.strip())
         if match is None:
-            raise self._error(offset, f"expects a shape, found {text!r}")
+            raise self._error(offset, f"expects a shape, found {_first_line(text)!r}")
         element_type, dims_text, layout_text = match.groups()
         if element_type not in PRIMITIVE_TYPES:
             raise self._error(offset, f"unknown primitive type {element_type!r}")
         dims: list[int] = []
         dynamic: list[bool] = []
-        for part in (p.strip() for p in dims_text.split(",")) if dims_text.strip() else ():
+        for index, part in enumerate(p.strip() for p in dims_text.split(",")) if dims_text.strip() else ():
             if part == "?":
                 dims.append(UNBOUNDED)
                 dynamic.append(True)
@@ -66,15 +66,38 @@ class ShapeReader:
             bounded = part.startswith("<=")
             digits = part[2:].strip() if bounded else part
             if not SIZE.fullmatch(digits):
-                raise self._error(offset, f"bad dimension {part[:40]!r} in shape {text[:80]!r}")
+                raise self._dimension_error(match, index, offset + _leading_space(text))
             dims.append(int(digits))
             dynamic.append(bounded)
-        layout = self._layout(layout_text, len(dims), text, offset) if layout_text is not None else None
+        layout_at = offset + _leading_space(text) + match.start(3) if layout_text is not None else offset
+        layout = self._layout(layout_text, len(dims), text, layout_at) if layout_text is not None else None
         if layout is None and element_type not in ("token", "opaque"):
             layout = default_layout(len(dims))
         return ArrayShape(element_type, tuple(dims), tuple(dynamic), layout)
 
+    def _dimension_error(self, match: re.Match[str], index: int, offset: int) -> HloParseError:
+        """The error for dimension `index` of the shape `match` (at `offset`), at that dimension.
+
+        Dimensions may go on over lines, so a `]` left out takes the next lines into the shape: then
+        the error is where the first line's dimensions end, and neither message quotes the next line.
+        """
+        raw = match.group(2).split(",")
+        at = match.start(2) + sum(len(part) + 1 for part in raw[:index])
+        part = raw[index]
+        shape = _first_line(match.group())
+        if "\n" in part:
+            first = part[: part.index("\n")]
+            if SIZE.fullmatch(first.strip().removeprefix("<=").strip()) or first.strip() == "?":
+                return self._error(offset + at + len(first.rstrip()), f"expects `]` to close the shape {shape!r}")
+            part = first
+        written = part.strip()
+        if not written:  # where it is missing
+            return self._error(offset + at + len(part), f"expects a dimension in shape {shape[:80]!r}")
+        at += len(part) - len(part.lstrip())
+        return self._error(offset + at, f"bad dimension {written[:40]!r} in shape {shape[:80]!r}")
+
     def _layout(self, layout_text: str, rank: int, text: str, offset: int) -> Layout:
+        """The layout `layout_text` of shape `text`, written at `offset`."""
         order_text, _, tail = layout_text.partition(":")
         parts = [p for p in order_text.replace(" ", "").split(",") if p]
         if not all(SIZE.fullmatch(p) for p in parts):
@@ -101,3 +124,8 @@ class ShapeReader:
 
 def _leading_space(text: str) -> int:
     return len(text) - len(text.lstrip())
+
+
+def _first_line(text: str) -> str:
+    """`text` up to its first line break: an error quotes what is on the line it points at."""
+    return text.strip().partition("\n")[0].rstrip()

@@ -23,6 +23,9 @@ _SPECIAL = re.compile(r"""[{}()\[\]"']|/\*|//""")
 _CLOSING = {"}": "{", ")": "(", "]": "["}
 _CLOSER = {"{": "}", "(": ")", "[": "]", '"': '"', "'": "'", "/*": "*/"}
 _WORD_BEFORE = re.compile(r"(?:ENTRY\s+)?%?[A-Za-z0-9_.\-]+=?\s*$")
+#: A line that opens with `}` closes a body as XLA writes one: a unit read across it (a group's `{` left
+#: open before it, closed by it) is an error in the text, not at its end.
+_BODY_CLOSE = re.compile(r"\n[ \t]*\}")
 #: How much of a top-level line before a `(` or `{` is read back for its word.
 _LOOK_BACK = 80
 
@@ -249,6 +252,7 @@ def end_of_input(
         # (its attributes may go on over lines); at the top level, all since the last body.
         starts = [text.rfind("\n", 0, stopped) + 1, previous] if state.in_body else [state.unit_start]
         tails = (text[start:].rstrip() for start in starts if start is not None and start >= state.unit_start)
+        tails = (tail for tail in tails if not _BODY_CLOSE.search(tail))
         completed = ((tail, units.completes(tail, state.in_body)) for tail in tails)
         tail, match = next(((t, m) for t, m in completed if m is not None), ("", None))
         if match is None:
