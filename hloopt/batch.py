@@ -6,7 +6,7 @@ A thin public name for `hloopt.driver.batch`; it imports no dask (the caller bri
 
 from __future__ import annotations
 
-from hloopt.driver.batch import BatchReport, Shard, plan, run
+from hloopt.driver.batch import BatchReport, Shard, Skipped, plan, run
 from hloopt.driver.flow import FileResult, ModuleResult, RunOptions
 
-__all__ = ["BatchReport", "FileResult", "ModuleResult", "RunOptions", "Shard", "plan", "run"]
+__all__ = ["BatchReport", "FileResult", "ModuleResult", "RunOptions", "Shard", "Skipped", "plan", "run"]
