@@ -5,6 +5,8 @@ text = module.to_text()          # IR -> XLA's canonical text
 hloopt.execute(module, inputs)   # run on the CPU through XLA
 hloopt.compare(a, b)             # run two modules on the same inputs, compare
 hloopt.compare(m, m, numerics="xla,neuron")   # how far XLA is from the Neuron device on m
+with hloopt.IsolatedPool(1) as pool:           # one XLA worker process for many runs
+    hloopt.execute(module, inputs, pool=pool)
 """
 
 from importlib import import_module
@@ -15,11 +17,12 @@ from hloopt.errors import HloError, HloParseError
 if TYPE_CHECKING:
     from hloopt.ir import Module
     from hloopt.text.parser import parse
+    from hloopt.xla.bridge import IsolatedPool
     from hloopt.xla.execution import compare, execute
 
 __version__ = "0.1.0"
 
-__all__ = ["HloError", "HloParseError", "Module", "__version__", "compare", "execute", "parse"]
+__all__ = ["HloError", "HloParseError", "IsolatedPool", "Module", "__version__", "compare", "execute", "parse"]
 
 #: Names loaded on first use, so `hloopt --version` and `hloopt passes` start without numpy, lark or jax.
 _LAZY = {
@@ -27,6 +30,7 @@ _LAZY = {
     "Module": "hloopt.ir",
     "execute": "hloopt.xla.execution",
     "compare": "hloopt.xla.execution",
+    "IsolatedPool": "hloopt.xla.bridge",
 }
 
 
