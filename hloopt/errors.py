@@ -28,10 +28,19 @@ class HloParseError(HloError):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """``FILE:LINE:COL: message``, the source line with its unprintable characters escaped, a caret."""
         loc = self.location
         line = self.source_line.expandtabs(1).rstrip("\n")
-        caret = " " * max(loc.column - 1, 0) + "^"
-        return f"{loc.filename}:{loc.line}:{loc.column}: {self.message}\n  {line}\n  {caret}"
+        caret = " " * len(shown(line[: max(loc.column - 1, 0)])) + "^"
+        return f"{loc.filename}:{loc.line}:{loc.column}: {self.message}\n  {shown(line)}\n  {caret}"
+
+
+def shown(text: str) -> str:
+    """`text` safe for a terminal: NUL, ESC and every other unprintable character as its escape (``\\x1b``),
+    so a binary file cannot drive the terminal and the caret under it stays aligned."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def locate(text: str, offset: int, filename: str) -> tuple[SourceLocation, str]:

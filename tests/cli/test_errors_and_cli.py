@@ -196,6 +196,47 @@ def test_invalid_utf8_is_located(tmp_path: Path) -> None:
     assert f"{source}:3:31: invalid UTF-8" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("data", "source_line", "column"),
+    [
+        (b"HloModule m\x1b[31m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", "HloModule m\\x1b[31m", 12),
+        (b"HloModule m\nENTRY e {\n  ROOT p = f32[] par\x00ameter(0)\n}\n", "  ROOT p = f32[] par\\x00ameter(0)", 21),
+        (
+            b'HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0), metadata={op_name="\x07\x7f"} \x01\n}\n',
+            '  ROOT p = f32[] parameter(0), metadata={op_name="\\x07\\x7f"} \\x01',
+            56,
+        ),
+    ],
+    ids=["ESC", "NUL", "BEL, DEL and SOH"],
+)
+def test_control_characters_are_shown_escaped_under_an_aligned_caret(
+    tmp_path: Path, data: bytes, source_line: str, column: int
+) -> None:
+    """A terminal gets no raw control byte from a bad file: the echoed line shows ``\\x1b``, and the caret
+    stays under the character the column counts (the escape's backslash)."""
+    source = tmp_path / "bad.hlo"
+    source.write_bytes(data)
+    result = run_cli("run", str(source))
+    assert result.returncode == 2
+    _, shown, caret = result.stderr.splitlines()
+    assert shown == "  " + source_line
+    assert f":{column}: " in result.stderr
+    text = data.decode().splitlines()
+    line = next(line for line in text if any(not c.isprintable() for c in line))
+    assert caret == "  " + " " * len(line[: column - 1].encode("unicode_escape")) + "^"
+
+
+def test_a_binary_file_echoes_no_control_bytes(tmp_path: Path) -> None:
+    """The opening of an ELF binary, as ``head -c 200 /bin/ls`` gives it, read as HLO text."""
+    source = tmp_path / "x.hlo"
+    source.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x03\x00>\x00\x01\x00\x00\x00\xc0a" + bytes(200))
+    result = run_cli("run", str(source))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"hloopt: error: {source}:1:")
+    assert not [c for c in result.stderr if not c.isprintable() and c != "\n"]
+    assert "\\x7fELF\\x02" in result.stderr
+
+
 def test_output_into_missing_directory_fails_cleanly(tmp_path: Path) -> None:
     result = run_cli("run", "-", "-o", str(tmp_path / "nope" / "out.hlo"), stdin=GOOD)
     assert result.returncode == 2 and "does not exist" in result.stderr
