@@ -145,3 +145,23 @@ def test_hloopt_compare_runs_them_all_in_one_file(modules: dict[str, str], tmp_p
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("all outputs within tolerance") == len(modules)
     assert " no " not in result.stdout  # every output bit-identical
+
+
+def test_jaxlib_cpu_kernels_jax_registers_only_on_demand_run_too() -> None:
+    """jaxlib's sparse CPU kernel is registered by ``jax.experimental.sparse`` alone, which a worker never
+    imports: the bridge registers every CPU target of jaxlib's wrappers, not a list of LAPACK names."""
+    from jax.experimental import sparse
+
+    dense = np.eye(4, dtype=np.float32) * 2
+    dense[0, 3] = 1
+    matrix = sparse.BCSR.fromdense(dense)
+
+    def product(data: Any, indices: Any, indptr: Any, b: Any) -> Any:
+        return sparse.BCSR((data, indices, indptr), shape=(4, 4)) @ b
+
+    args = (matrix.data, matrix.indices, matrix.indptr, _B)
+    text = jax.jit(product).lower(*args).as_text(dialect="hlo")
+    assert 'custom_call_target="cpu_csr_sparse_dense_ffi"' in text
+    (got,) = hloopt.execute(text, [np.asarray(a) for a in args])
+    np.testing.assert_allclose(got, np.asarray(jax.jit(product)(*args)), rtol=1e-6)
+    np.testing.assert_allclose(got, dense @ _B, rtol=1e-6)
