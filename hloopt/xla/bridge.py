@@ -3,11 +3,16 @@
 Imported lazily (jax costs ~0.7 s to import, which ``hloopt run`` must not pay).
 Tested with jax/jaxlib 0.10.2, 0.11.2 and 0.12.0.1; the calls follow ``shared/recipes/xla_reference.py``.
 
-Some inputs crash jaxlib (SIGSEGV/abort in the parser or the StableHLO
-converter), so `IsolatedPool` (and its one-off form `isolated_map`) runs calls
-in long-lived worker processes (``python -m hloopt.xla.bridge``) and turns a
-dead worker into an `XlaCrash` for exactly the call it was running, then
-restarts the worker.
+Some inputs crash jaxlib (SIGSEGV/abort in the parser, the StableHLO
+converter, the compiler or a custom call), so `IsolatedPool` (and its one-off
+forms `isolated_map`, `isolated_call`) runs calls in long-lived worker processes
+(``python -m hloopt.xla.bridge``) and turns a dead worker into an `XlaCrash` for
+exactly the call it was running, naming its file, stage and custom calls, then
+restarts the worker. Every public call that runs XLA goes through one, so XLA
+can neither kill nor log into the caller's process.
+
+Compiling readies every custom call the installed jaxlib implements on the CPU
+(`_ready_cpu_custom_calls`), as jax does for its own lowerings.
 """
 
 from __future__ import annotations
@@ -399,8 +404,8 @@ def _unimplemented_call(err: XlaError, custom_calls: Sequence[tuple[str, str]]) 
     if not callers:
         return None
     version = ".".join(map(str, jaxlib_version()))
-    said = f"%{callers[0]} calls custom-call target {target}, which the installed jaxlib {version} does not implement on the CPU"
-    return XlaError("compile", said, instruction=callers[0])
+    said = f"calls custom-call target {target}, which the installed jaxlib {version} does not implement on the CPU"
+    return XlaError("compile", f"%{callers[0]} {said}", instruction=callers[0])
 
 
 def execute(text: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

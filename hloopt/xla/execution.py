@@ -9,6 +9,10 @@ understood. `compare` measures what a rewrite did to the numbers, like XLA's
 Under ``numerics="neuron"`` a copy of the module has its converts replaced by
 the device's (`emulate-neuron-converts`) just before it is compiled, so any XLA
 backend computes what the Neuron device would; the caller's module is untouched.
+
+The caller's process parses and prepares each module (`with_numerics`) while a
+worker process imports jax; XLA compiles and runs only in the worker
+(`run_prepared`, `_compare`), so XLA can neither crash the caller nor log into it.
 """
 
 from __future__ import annotations
