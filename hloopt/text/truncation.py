@@ -106,14 +106,12 @@ def _close_quoted(text: str, token: str, position: int) -> int | None:
     if token == "/*":
         close = text.find("*/", position)
         return None if close < 0 else close + 2
-    while True:
-        close = text.find(token, position)
-        if close < 0:
-            return None
-        backslashes = close - len(text[:close].rstrip("\\"))
-        if backslashes % 2 == 0:
-            return close + 1
-        position = close + 1
+    end = _STRING_REST[token].match(text, position)
+    return None if end is None else end.end()
+
+
+#: The rest of a string after its opening quote, up to its closing quote (escapes skipped).
+_STRING_REST = {quote: re.compile(rf"(?:[^{quote}\\]++|\\.)*+{quote}", re.S) for quote in "\"'"}
 
 
 def _escaped(text: str, token: str) -> bool:
