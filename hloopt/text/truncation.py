@@ -18,7 +18,7 @@ from lark import Lark
 
 from hloopt.errors import HloParseError, locate, parse_error_at
 
-#: What the scan stops at: brackets, quotes, comment openers and newlines.
+#: What the scan stops at: brackets, quotes and comment openers.
 _SPECIAL = re.compile(r"""[{}()\[\]"']|/\*|//""")
 _CLOSING = {"}": "{", ")": "(", "]": "["}
 _CLOSER = {"{": "}", "(": ")", "[": "]", '"': '"', "'": "'", "/*": "*/"}
@@ -26,8 +26,9 @@ _WORD_BEFORE = re.compile(r"(?:ENTRY\s+)?%?[A-Za-z0-9_.\-]+=?\s*$")
 #: A line that opens with `}` closes a body as XLA writes one: a unit read across it (a group's `{` left
 #: open before it, closed by it) is an error in the text, not at its end.
 _BODY_CLOSE = re.compile(r"\n[ \t]*\}")
-#: How much of a top-level line before a `(` or `{` is read back for its word.
+#: How much of the text before a bracket is read back for the word that names it.
 _LOOK_BACK = 80
+_SIGNATURE_OF = "the signature of "
 
 
 @dataclass(frozen=True)
@@ -58,14 +59,14 @@ class Scan:
     escaped: bool = False
 
 
-def scan(text: str, start: int = 0) -> Scan | None:
-    """The openers left at the end of ``text[start:]``; None when a closer does not match its opener.
+def scan(text: str) -> Scan | None:
+    """The openers left at the end of `text`; None when a closer does not match its opener.
 
     A `{` at the top level after neither ``=`` nor a number (a stack frame's) opens a computation
     body, named by the word before it or before its signature's `(`; every other bracket is a group.
     """
     stack: list[Opener] = []
-    unit_start, position, end = start, start, len(text)
+    unit_start, position, end = 0, 0, len(text)
     signature: Opener | None = None  # the last top-level `(`: a computation's signature
     find = _SPECIAL.search
     while (match := find(text, position)) is not None:
@@ -88,7 +89,7 @@ def scan(text: str, start: int = 0) -> Scan | None:
             if stack.pop().body:
                 unit_start = position
             continue
-        opener = _opener(text, token, at, start, signature) if not stack else Opener(token, at, at)
+        opener = _opener(text, token, at, signature) if not stack else Opener(token, at, at)
         if opener.label.startswith(_SIGNATURE_OF):
             signature = opener
         if opener.body:
@@ -119,19 +120,19 @@ def _escaped(text: str, token: str) -> bool:
     return token != "/*" and (len(text) - len(text.rstrip("\\"))) % 2 == 1
 
 
-def _word_before(text: str, at: int, start: int) -> tuple[str, int]:
+def _word_before(text: str, at: int) -> tuple[str, int]:
     """The word written just before offset `at` (``%main``, ``metadata=``, ``ENTRY %main``) and where it starts."""
-    before = text[max(start, at - _LOOK_BACK) : at]
+    before = text[max(0, at - _LOOK_BACK) : at]
     word = _WORD_BEFORE.search(before)
     if word is None:
         return "", at
     return word.group().rstrip(), at - len(before) + word.start()
 
 
-def _opener(text: str, token: str, at: int, start: int, signature: Opener | None) -> Opener:
+def _opener(text: str, token: str, at: int, signature: Opener | None) -> Opener:
     """The top-level opener `token` at `at`: a computation's signature or body, else a group; `signature`
     is the last top-level `(` since the last body, which names the body a `{` after it opens."""
-    written, head = _word_before(text, at, start)
+    written, head = _word_before(text, at)
     last = written.split()[-1] if written else ""
     if not written.endswith("="):
         if token == "{" and not last.isdigit():
@@ -149,20 +150,16 @@ def _label(text: str, opener: Opener) -> str:
     """How an error names `opener`: its own label, else the word glued to it and the bracket (``convert(``)."""
     if opener.label:
         return opener.label
-    written, _ = _word_before(text, opener.offset, 0)
+    written, _ = _word_before(text, opener.offset)
     glued = written and text[opener.offset - 1] not in " \t\n"
     return written.split()[-1] + opener.token if glued else opener.token
 
 
-_SIGNATURE_OF = "the signature of "
-
-
 def closers(state: Scan) -> str:
-    """Text that closes every group, string and comment `state` has open (computation bodies stay open)."""
-    parts = ["x" if state.escaped and i == len(state.open) - 1 else "" for i in range(len(state.open))]
-    return "".join(
-        part + _CLOSER[opener.token] for part, opener in reversed(list(zip(parts, state.open))) if not opener.body
-    )
+    """Text that closes every group, string and comment `state` has open (computation bodies stay open);
+    an escaped end first gets a character for its backslash (only the innermost, a string, can be)."""
+    shut = "".join(_CLOSER[opener.token] for opener in reversed(state.open) if not opener.body)
+    return "x" + shut if state.escaped else shut
 
 
 #: What may complete a cut piece before its brackets close: a layout's number, a name, an attribute's value,
