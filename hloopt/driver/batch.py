@@ -204,7 +204,7 @@ def check_options(inputs: Sequence[str], options: RunOptions) -> RunOptions:
     if options.report_path is not None:
         check_output(options.report_path)
     if options.dump_dir is not None and options.passes is not None:
-        check_output(options.dump_dir, directory=True, create=True)
+        check_output(options.dump_dir, directory=True)
     if options.check and options.output is not None:
         return replace(options, output=None)
     return options

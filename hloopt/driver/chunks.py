@@ -107,6 +107,16 @@ def split_loaded(loaded: Loaded, name: str) -> list[Chunk]:
     return split(loaded.text, name)
 
 
+def as_file(text: str) -> str:
+    """A module's text as a file holds it, ending in exactly one newline.
+
+    XLA's printer (and so stdout) ends a module with a blank line, which pre-commit's
+    end-of-file-fixer and most editors remove; files written and compared in this form
+    let `hloopt-format` and end-of-file-fixer agree (docs/decisions.md, issue 23).
+    """
+    return text.rstrip("\n") + "\n"
+
+
 def join(texts: Sequence[str]) -> str:
     """The chunks' texts as one file, each ending in a newline, a separator line between two."""
     return f"{SEPARATOR}\n".join(text if text.endswith("\n") else text + "\n" for text in texts)

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from hloopt.driver import chunks
-from hloopt.driver.chunks import Place, in_chunk, label
+from hloopt.driver.chunks import Place, as_file, in_chunk, label
 from hloopt.errors import HloError, HloParseError
 from hloopt.support.fileio import check_output, make_directories, write_atomic
 from hloopt.support.formats import Format
@@ -230,7 +230,7 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
         if options.split_input_file and (fmt := _output_format(job, options, Format.HLO, target)) is not Format.HLO:
             raise HloError(f"{target}: --split-input-file writes its chunks back as HLO text, not as {fmt.value}")
     if dump is not None:
-        check_output(dump, directory=True, create=True)
+        check_output(dump, directory=True, create=job.relative is not None)
     loaded = formats.load(job.path)
     if options.split_input_file:
         pieces = chunks.split_loaded(loaded, job.name)
@@ -247,12 +247,13 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
             return
     else:
         _process_module(loaded.text, loaded.text, job.name, options, file.modules[0], dump, loaded.format)
-    source, text = loaded.text, file.text
-    if options.show_diff and text != source:
+    # Files end in one newline (`as_file`): a module is unchanged whichever way its file ends.
+    source, text = loaded.text, as_file(file.text)
+    if options.show_diff and text != as_file(source):
         # A lone file's diff names the file it writes; a batch's names each file "(after)".
         after = target if target is not None and job.relative is None else f"{job.name} (after)"
         file.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
-    if target is not None and not (options.in_place and text == source):
+    if target is not None and not (options.in_place and text == as_file(source)):
         fmt = _output_format(job, options, loaded.format, target)
         output = Output(
             target, formats.dump(text, fmt), formats.losses(text, fmt), job.relative is not None, file.modules
@@ -296,7 +297,7 @@ def _process_module(
         )
         result.passes = list(report.passes)
     text = module.to_text()
-    changed = any(p.changed for p in result.passes) if options.passes is not None else text != source
+    changed = any(p.changed for p in result.passes) if options.passes is not None else as_file(text) != as_file(source)
     result.status = "changed" if changed else "unchanged"
     result.texts = (located, text)
 

@@ -12,6 +12,7 @@ import pytest
 from hlo_text import hlo
 
 from hloopt import parse
+from hloopt.driver.chunks import as_file
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -61,7 +62,7 @@ def test_directory_mirrors_tree_reports_and_summarises(tree: Path, tmp_path: Pat
     assert result.returncode == 1, result.stderr  # one module failed
     assert snapshot(tree) == before  # inputs untouched without --in-place
     assert sorted(snapshot(out)) == ["deep/er/bn.hlo", "deep/mlp.txt", "deep/plain.hlo", "int8_matmul.hlo"]
-    assert (out / "deep" / "plain.hlo").read_text() == parse(PLAIN).to_text()
+    assert (out / "deep" / "plain.hlo").read_text() == as_file(parse(PLAIN).to_text())
     assert "hloopt: 5 processed, 3 changed, 1 unchanged, 1 failed" in result.stderr
     assert f"hloopt: error: {tree}/deep/er/bad.hlo:3:22: instruction x does not exist" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
@@ -84,7 +85,7 @@ def test_batch_output_equals_single_file_runs(tree: Path, tmp_path: Path) -> Non
     assert hloopt("run", tree, "--passes", "all,fold-constant-converts", "-o", out, "-j", "2").returncode == 0
     for path in tree.rglob("*.hlo"):
         single = hloopt("run", path, "--passes", "all,fold-constant-converts")
-        assert (out / path.relative_to(tree)).read_text() == single.stdout, path
+        assert (out / path.relative_to(tree)).read_text() == as_file(single.stdout), path
 
 
 def test_glob_selects_files(tree: Path, tmp_path: Path) -> None:
@@ -130,7 +131,7 @@ def test_in_place_on_one_file_and_no_silent_overwrite(tmp_path: Path) -> None:
     refused = hloopt("run", source, "-o", source)
     assert refused.returncode == 2 and "use --in-place" in refused.stderr and source.read_text() == PLAIN
     assert hloopt("run", source, "--in-place").returncode == 0
-    assert source.read_text() == parse(PLAIN).to_text()
+    assert source.read_text() == as_file(parse(PLAIN).to_text())
 
 
 def test_dump_dir_per_module(tree: Path, tmp_path: Path) -> None:
@@ -229,7 +230,7 @@ def test_output_blocked_mid_batch_leaves_no_partial_file(tree: Path, tmp_path: P
     assert sorted(written) == ["deep/er", "deep/mlp.txt", "int8_matmul.hlo"]  # no temporary or partial file
     assert written["deep/er"] == b"a file, not a directory\n"
     for name in ("deep/mlp.txt", "int8_matmul.hlo"):
-        assert parse((out / name).read_text()).to_text() == (out / name).read_text()  # whole, canonical
+        assert as_file(parse((out / name).read_text()).to_text()) == (out / name).read_text()  # whole, canonical
     failed = {Path(m["path"]).name for m in json.loads((tmp_path / "r.json").read_text())["modules"] if m["error"]}
     assert failed == {"bad.hlo", "bn.hlo", "plain.hlo"}
 
@@ -293,7 +294,7 @@ def test_several_files_check_and_in_place(tree: Path, tmp_path: Path) -> None:
     fixed = hloopt("run", "--in-place", "--passes", "all", canonical, plain, tree / "deep" / "er")
     assert fixed.returncode == 0, fixed.stderr
     assert "hloopt: 3 processed" in fixed.stderr  # the directory's one module, and the two files
-    assert plain.read_text() == parse(PLAIN).to_text() and canonical.stat().st_mtime_ns == stamp
+    assert plain.read_text() == as_file(parse(PLAIN).to_text()) and canonical.stat().st_mtime_ns == stamp
     assert snapshot(tree)["deep/er/bn.hlo"] != before["deep/er/bn.hlo"]
     assert hloopt("run", "--check", "--passes", "all", canonical, plain, tree / "deep" / "er").returncode == 0
 

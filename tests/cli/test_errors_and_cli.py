@@ -15,6 +15,7 @@ from hlo_text import hlo
 
 from hloopt import HloParseError, parse
 from hloopt.cli.main import run
+from hloopt.driver.chunks import as_file
 from hloopt.driver.flow import RunOptions
 
 GOOD = hlo("""
@@ -151,7 +152,7 @@ def test_run_writes_output_file(tmp_path: Path) -> None:
     source.write_text(GOOD)
     result = run_cli("run", str(source), "-o", str(tmp_path / "out.hlo"))
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "out.hlo").read_text() == parse(GOOD).to_text()
+    assert (tmp_path / "out.hlo").read_text() == as_file(parse(GOOD).to_text())
     assert source.read_text() == GOOD
 
 

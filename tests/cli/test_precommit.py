@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from hloopt.driver.chunks import as_file
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # `hloopt run` prints both in XLA's canonical text (% names, layouts, signatures).
@@ -116,15 +118,31 @@ def pre_commit(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Complet
     )
 
 
+#: pre-commit's standard end-of-file-fixer (from the pre-commit-hooks package, run by this interpreter):
+#: hloopt-format writes files ending in one newline, as it wants, so the two never undo each other.
+END_OF_FILE_FIXER = {
+    "repo": "local",
+    "hooks": [
+        {
+            "id": "end-of-file-fixer",
+            "name": "fix end of files",
+            "entry": f"{sys.executable} -m pre_commit_hooks.end_of_file_fixer",
+            "language": "system",
+            "types": ["text"],
+        }
+    ],
+}
+
+
 @pytest.fixture(scope="module")
 def canonical(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """What ``hloopt run`` prints for FIRST and SECOND."""
+    """What ``hloopt run`` prints for FIRST and SECOND, as a file holds it: ending in one newline."""
     printed: dict[str, str] = {}
     for text in (FIRST, SECOND):
         source = tmp_path_factory.mktemp("canonical") / "module.hlo"
         source.write_text(text)
         command = [sys.executable, "-m", "hloopt", "run", str(source)]
-        printed[text] = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300).stdout
+        printed[text] = as_file(subprocess.run(command, capture_output=True, text=True, check=True, timeout=300).stdout)
     return printed
 
 
@@ -139,8 +157,8 @@ def project(tmp_path: Path, hooks_repo: Path, canonical: dict[str, str]) -> Path
     (work / "notes.txt").write_text(SECOND)  # HLO, but not a *.hlo file: neither hook reads it
     rev = git("rev-parse", "HEAD", cwd=hooks_repo).strip()
     hooks = [{"id": "hloopt-check"}, {"id": "hloopt-format"}]
-    config = {"repos": [{"repo": str(hooks_repo), "rev": rev, "hooks": hooks}]}
-    (work / ".pre-commit-config.yaml").write_text(json.dumps(config))  # JSON is YAML
+    config = {"repos": [{"repo": str(hooks_repo), "rev": rev, "hooks": hooks}, END_OF_FILE_FIXER]}
+    (work / ".pre-commit-config.yaml").write_text(json.dumps(config) + "\n")  # JSON is YAML
     git("add", "-A", cwd=work)
     git("commit", "-q", "-m", "canonical", cwd=work)
     (work / "models").mkdir()
@@ -194,7 +212,8 @@ def test_format_rewrites_to_what_hloopt_run_prints_and_then_check_passes(
     assert after == {**before, **expected}
     assert expected["bad.hlo"] == before["good.hlo"] != before["bad.hlo"]  # a real rewrite, to the real canonical text
 
-    for hook in ("hloopt-check", "hloopt-format"):  # canonical now, and formatting it again changes nothing
+    # canonical now: formatting again changes nothing, and end-of-file-fixer agrees with what was written
+    for hook in ("hloopt-check", "hloopt-format", "end-of-file-fixer"):
         done = pre_commit("run", hook, "--all-files", cwd=project, env=offline)
         assert done.returncode == 0, done.stdout + done.stderr
     assert texts(project) == after
@@ -223,9 +242,12 @@ def examples_project(tmp_path: Path, hooks_repo: Path) -> Path:
         shutil.copy2(example, work / "examples" / example.name)
     rev = git("rev-parse", "HEAD", cwd=hooks_repo).strip()
     config = {
-        "repos": [{"repo": str(hooks_repo), "rev": rev, "hooks": [{"id": "hloopt-check"}, {"id": "hloopt-format"}]}]
+        "repos": [
+            {"repo": str(hooks_repo), "rev": rev, "hooks": [{"id": "hloopt-check"}, {"id": "hloopt-format"}]},
+            END_OF_FILE_FIXER,
+        ]
     }
-    (work / ".pre-commit-config.yaml").write_text(json.dumps(config))
+    (work / ".pre-commit-config.yaml").write_text(json.dumps(config) + "\n")
     git("add", "-A", cwd=work)
     git("commit", "-q", "-m", "the shipped examples", cwd=work)
     return work
@@ -242,5 +264,5 @@ def test_both_hooks_pass_on_every_shipped_example(examples_project: Path, offlin
     before = texts(examples_project)
     done = pre_commit("run", "--all-files", cwd=examples_project, env=offline)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("Passed") == 2
+    assert done.stdout.count("Passed") == 3  # end-of-file-fixer too
     assert texts(examples_project) == before

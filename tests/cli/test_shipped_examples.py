@@ -20,7 +20,34 @@ def test_an_example_is_canonical(tmp_path: Path, example: Path) -> None:
     assert check.exit_code == 0, check.stderr
     assert invoke("run", copy, "--in-place").exit_code == 0
     assert copy.read_bytes() == example.read_bytes()
-    assert invoke("run", example).stdout == example.read_text()
+    # stdout is XLA's print, which ends in a blank line; a file ends in one newline (end-of-file-fixer's rule)
+    assert invoke("run", example).stdout == example.read_text() + "\n"
+
+
+@pytest.mark.parametrize("ending", ["\n", "\n\n", "\n\n\n"])
+def test_a_file_is_canonical_however_many_newlines_end_it(tmp_path: Path, ending: str) -> None:
+    """hloopt-format and pre-commit's end-of-file-fixer never fight: --check and --in-place read a file's
+    trailing newlines as one, and what --in-place or -o writes ends in exactly one."""
+    example = EXAMPLES[0]
+    copy = tmp_path / example.name
+    copy.write_text(example.read_text().rstrip("\n") + ending)
+    before = copy.read_bytes()
+    assert invoke("run", copy, "--check").exit_code == 0
+    assert invoke("run", copy, "--in-place").exit_code == 0
+    assert copy.read_bytes() == before  # unchanged, so not rewritten
+    out = tmp_path / "out.hlo"
+    assert invoke("run", copy, "-o", out).exit_code == 0
+    assert out.read_bytes() == example.read_bytes()
+
+
+def test_a_rewritten_file_ends_as_end_of_file_fixer_wants(tmp_path: Path) -> None:
+    copy = tmp_path / "m.hlo"
+    copy.write_text(EXAMPLES[0].read_text().replace("\n", "\n\n", 3))  # not canonical: blank lines inside
+    assert invoke("run", copy, "--check").exit_code == 1
+    assert invoke("run", copy, "--in-place").exit_code == 0
+    written = copy.read_bytes()
+    assert written == EXAMPLES[0].read_bytes()
+    assert written.endswith(b"\n") and not written.endswith(b"\n\n")
 
 
 def test_the_examples_together_as_the_hooks_run_them() -> None:

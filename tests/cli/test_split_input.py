@@ -11,6 +11,7 @@ from cli_invoke import invoke
 from hlo_text import hlo
 
 from hloopt import parse
+from hloopt.driver.chunks import as_file
 from hloopt.support.formats import Format
 from hloopt.xla import formats
 
@@ -157,7 +158,7 @@ def test_in_place_and_output_file(three: Path) -> None:
     out = three.parent / "out.txt"
     assert invoke("run", three, "--split-input-file", "-o", out).exit_code == 0
     assert invoke("run", three, "--split-input-file", "--in-place").exit_code == 0
-    assert three.read_text() == out.read_text() == chunked(*(parse(m).to_text() for m in (PLAIN, BF16, PLAIN)))
+    assert three.read_text() == out.read_text() == as_file(chunked(*(parse(m).to_text() for m in (PLAIN, BF16, PLAIN))))
     stamp = three.stat().st_mtime_ns
     assert invoke("run", three, "--split-input-file", "--in-place").exit_code == 0
     assert three.stat().st_mtime_ns == stamp  # canonical already: not rewritten

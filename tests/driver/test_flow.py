@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 
+from hloopt.driver.chunks import as_file
 from hloopt.driver.flow import Job, ModuleResult, RunOptions, process_file, verify_numerics
 from hloopt.errors import HloError, HloParseError
 from hloopt.xla.bridge import IsolatedPool
@@ -82,7 +83,7 @@ def test_the_passes_are_summarised_per_pass(tmp_path: Path) -> None:
 def test_a_lone_output_is_written_atomically_and_its_directory_must_exist(plain: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.hlo"
     file = process_file(Job(str(plain)), RunOptions(output=str(out), show_diff=True))
-    assert file.modules[0].output == str(out) and out.read_text() == canonical(plain)
+    assert file.modules[0].output == str(out) and out.read_text() == as_file(canonical(plain))
     assert file.diff.splitlines()[:2] == [f"--- {plain}", f"+++ {out}"]  # a lone diff names the file written
     missing = process_module(Job(str(plain)), RunOptions(output=str(tmp_path / "nope" / "out.hlo")))
     assert missing.status == "failed" and isinstance(missing.exception, HloError)
@@ -95,7 +96,7 @@ def test_a_batch_member_mirrors_its_place_below_the_root(plain: Path, tmp_path: 
     out, dump = tmp_path / "out", tmp_path / "dump"
     file = process_file(job, RunOptions(passes="all", output=str(out), dump_dir=str(dump), show_diff=True))
     assert file.modules[0].output == str(out / "deep" / "er" / "plain.hlo")
-    assert (out / "deep" / "er" / "plain.hlo").read_text() == canonical(plain)
+    assert (out / "deep" / "er" / "plain.hlo").read_text() == as_file(canonical(plain))
     assert [p.name for p in (dump / "deep" / "er" / "plain.hlo").iterdir()] == ["00-input.hlo"]
     assert file.diff.splitlines()[1] == f"+++ {plain} (after)"
 
