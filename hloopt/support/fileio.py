@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 import sys
@@ -170,6 +171,10 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    descriptor = _own_descriptor(target)
+    if descriptor is not None:
+        _write_all(descriptor, target, payload)
+        return
     existing = _mode(target)
     if isinstance(existing, str):  # a symlink loop, a directory on the way that cannot be searched
         raise HloError(f"{target}: {existing}")
@@ -201,6 +206,40 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         raise
     finally:
         _writing.discard(temp)
+
+
+#: A descriptor's own name: /dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N (where /dev/stdout and /dev/stderr lead).
+_DESCRIPTOR = re.compile(r"/(?:dev|proc/(?:self|thread-self|(\d+)))/fd/(\d+)")
+
+
+def _own_descriptor(target: Path) -> int | None:
+    """The descriptor of this process that `target` names through its links (``-o /dev/stdout``), or None.
+
+    Its file is already open, perhaps for appending (``>> log``): it is written through that descriptor,
+    never replaced by a new file, which would lose what the shell's ``>>`` keeps.
+    """
+    path = os.path.abspath(target)
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        named = _DESCRIPTOR.fullmatch(path)
+        if named is not None:
+            pid = named.group(1)
+            return int(named.group(2)) if pid is None or int(pid) == os.getpid() else None
+        try:
+            link = os.readlink(path)
+        except OSError:  # not a link (or not there): an ordinary path
+            return None
+        path = os.path.normpath(os.path.join(os.path.dirname(path), link))
+    return None
+
+
+def _write_all(fd: int, target: Path, payload: bytes) -> None:
+    """Every byte of `payload` to the open descriptor `fd` (which `target` names); a short write is continued."""
+    view = memoryview(payload)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as err:
+        raise write_error(target, err) from None
 
 
 def _write_through(target: Path, payload: bytes) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -188,3 +190,18 @@ def test_a_new_file_gets_its_mode_from_the_kernel_without_touching_the_umask(
         monkeypatch.undo()
         os.umask(mask)
     assert stat.S_IMODE((tmp_path / "new.hlo").stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+@pytest.mark.parametrize("append", [True, False])
+def test_dev_stdout_is_written_through_the_open_descriptor(tmp_path: Path, name: str, append: bool) -> None:
+    """``-o /dev/stdout >> log`` appends to log, as the shell opened it; the file is never replaced."""
+    log = tmp_path / "log.txt"
+    log.write_text("kept\n")
+    inode = log.stat().st_ino
+    script = f"from hloopt.support.fileio import write_atomic; write_atomic({name!r}, 'new\\n')"
+    with log.open("ab" if append else "wb") as out:  # the shell's >> and >
+        subprocess.run([sys.executable, "-c", script], stdout=out, check=True)
+    assert log.read_text() == ("kept\nnew\n" if append else "new\n")
+    assert log.stat().st_ino == inode
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
