@@ -6,8 +6,14 @@ from pathlib import Path
 
 
 def children() -> set[int]:
-    """This process's child processes."""
-    return {int(pid) for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()}
+    """This process's child processes (a thread that ends while they are listed had none left to list)."""
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            found.update(int(pid) for pid in (task / "children").read_text().split())
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def alive(pid: int) -> bool:
