@@ -23,9 +23,10 @@ _SPECIAL = re.compile(r"""[{}()\[\]"']|/\*|//""")
 _CLOSING = {"}": "{", ")": "(", "]": "["}
 _CLOSER = {"{": "}", "(": ")", "[": "]", '"': '"', "'": "'", "/*": "*/"}
 _WORD_BEFORE = re.compile(r"(?:ENTRY\s+)?%?[A-Za-z0-9_.\-]+=?\s*$")
-#: A line that opens with `}` closes a body as XLA writes one: a unit read across it (a group's `{` left
-#: open before it, closed by it) is an error in the text, not at its end.
-_BODY_CLOSE = re.compile(r"\n[ \t]*\}")
+#: A `}` that starts a line closes a body as XLA writes one (an indented one may end a group, a JSON
+#: backend_config's): a unit read across it (a group's `{` left open before it) is an error in the
+#: text, not at its end.
+_BODY_CLOSE = re.compile(r"\n\}")
 #: How much of the text before a bracket is read back for the word that names it.
 _LOOK_BACK = 80
 _SIGNATURE_OF = "the signature of "

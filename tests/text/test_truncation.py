@@ -17,8 +17,14 @@ from hloopt.errors import HloParseError, locate
 from hloopt.xla.bridge import canonical_in_subprocess
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.hlo"))
-#: Corpus modules whose instructions go on over lines, with `//` comments, one-line bodies, iota replica groups.
-CORPUS = ["all_reduce_splitter_test__4.hlo", "copy_insertion_test__53.hlo", "reduce_scatter_creator_test__24.hlo"]
+#: Corpus modules whose instructions go on over lines, with `//` comments, one-line bodies, iota replica
+#: groups, and a JSON backend_config whose `}`s start indented lines.
+CORPUS = [
+    "all_reduce_splitter_test__4.hlo",
+    "copy_insertion_test__53.hlo",
+    "reduce_scatter_creator_test__24.hlo",
+    "concat_active_scalar_constant__1.hlo",
+]
 
 
 def _early_errors(text: str, name: str) -> tuple[list[str], list[str]]:
