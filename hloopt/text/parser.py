@@ -379,9 +379,11 @@ class _Parse:
             # A line that is not one whole instruction: the fine-grained rule says where it breaks.
             self._sub_parse(self.text[position:end], "instruction_parts", position)
         if "ARGS" in expected and position is not None:
-            # An argument list that does not close: the fine-grained grammar says why.
+            # An argument list that does not close: the fine-grained grammar says why (when its `(` is
+            # in the fragment before Lark stopped; else Lark's own words are where it stopped).
             opening = self.text.rfind("(", start, position)
-            self._sub_parse(self.text[opening:end], "nested_arguments", opening)
+            if opening >= 0:
+                self._sub_parse(self.text[opening:end], "nested_arguments", opening)
         return self.error(offset, message)
 
     # -- instructions -------------------------------------------------------------
