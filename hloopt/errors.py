@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -58,3 +59,17 @@ def parse_error_at(text: str, offset: int, filename: str, message: str) -> HloPa
     """Build a located parse error for a character offset in `text`."""
     location, source_line = locate(text, offset, filename)
     return HloParseError(message, location, source_line)
+
+
+def definition_offset(text: str, instruction: str, computation: str | None = None) -> int | None:
+    """Where `instruction` is defined in the HLO `text` (its statement's ``ROOT`` or name, where located
+    errors point), looked for first inside `computation`; else that computation's header (a nested
+    operand has no line of its own); None when neither is written there."""
+    header = None
+    if computation is not None:
+        header = re.compile(rf"^[ \t]*(?:ENTRY[ \t]+)?%?{re.escape(computation)}[ \t]*[({{]", re.M).search(text)
+    line = re.compile(rf"^[ \t]*((?:ROOT[ \t]+)?%?{re.escape(instruction)}[ \t]*=)", re.M)
+    found = line.search(text, header.end() if header is not None else 0) or line.search(text)
+    if found is not None:
+        return found.start(1)
+    return len(text) - len(text[header.start() :].lstrip()) if header is not None else None

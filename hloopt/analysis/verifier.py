@@ -10,10 +10,9 @@ outside the common set are checked only for defined operands and legal types.
 from __future__ import annotations
 
 import math
-import re
 
 from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer, int_list
-from hloopt.errors import HloError, parse_error_at
+from hloopt.errors import HloError, definition_offset, parse_error_at
 from hloopt.ir import element_types
 from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
@@ -294,7 +293,8 @@ def check_executable(module: Module, source: str | None = None, filename: str = 
             message = f"%{instruction.name} in %{computation.name}: {problems[0]}; XLA would refuse to run the module"
             if source is None:
                 raise HloError(f"{filename}: {message}")
-            raise parse_error_at(source, _definition(source, computation, instruction), filename, message)
+            offset = definition_offset(source, instruction.name, computation.name)
+            raise parse_error_at(source, offset or 0, filename, message)
 
 
 def _executable_problems(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
@@ -381,15 +381,3 @@ def _check_dot(instruction: Instruction, lhs: ArrayShape, rhs: Shape | None) -> 
                     f"rhs {b} of {rhs.to_text(False)} is {rhs.dims[b]}"
                 ]
     return []
-
-
-def _definition(source: str, computation: Computation, instruction: Instruction) -> int:
-    """Where `instruction` is written in `source` (the start of its line's statement, ``ROOT`` or its
-    name, as located parse errors point); its computation's header when it has no line of its own
-    (a nested operand); else the start."""
-    header = re.compile(rf"^[ \t]*(?:ENTRY[ \t]+)?%?{re.escape(computation.name)}[ \t]*[({{]", re.M).search(source)
-    line = re.compile(rf"^[ \t]*((?:ROOT[ \t]+)?%?{re.escape(instruction.name)}[ \t]*=)", re.M)
-    found = line.search(source, header.end() if header is not None else 0) or line.search(source)
-    if found is not None:
-        return found.start(1)
-    return len(source) - len(source[header.start() :].lstrip()) if header is not None else 0

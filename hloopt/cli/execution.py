@@ -146,7 +146,7 @@ def exec_command(
         pool.start()  # the worker imports jax while this process reads, parses and prepares the modules
         modules = _modules(module_path, split_input_file)
         inputs = None if inputs_path is None else load_arrays(inputs_path)
-        executions: list[Prepared | Execution | HloError] = [_prepared(m.text, numerics, module_path) for m in modules]
+        executions: list[Prepared | Execution | HloError] = [_prepared(m, numerics, module_path) for m in modules]
         ready = [index for index, prepared in enumerate(executions) if isinstance(prepared, Prepared)]
         calls = [(executions[index], inputs, seed, max_bytes, module_path) for index in ready]
         ran = pool.map(run_prepared, calls, labels=[modules[index].label for index in ready])
@@ -170,10 +170,10 @@ def exec_command(
     exit_on_errors(errors)
 
 
-def _prepared(text: str, numerics: Numerics, label: str) -> Prepared | HloError:
-    """The module prepared for XLA (`with_numerics`), or why it cannot be."""
+def _prepared(source: _Source, numerics: Numerics, label: str) -> Prepared | HloError:
+    """The module prepared for XLA (`with_numerics`), or why it cannot be (on its line when it was written)."""
     try:
-        return with_numerics(text, numerics, label)
+        return with_numerics(source.text, numerics, label, located=source.written)
     except HloError as err:
         return err
 

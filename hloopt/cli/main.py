@@ -284,15 +284,23 @@ def _refuse_options_without_effect(ctx: click.Context, options: RunOptions) -> N
         raise click.UsageError("; ".join(useless))
 
 
+def _echo_losses(output: str | None, lost: list[str]) -> None:
+    """One warning naming all that writing `output` in its format did not keep."""
+    if lost:
+        click.echo(f"hloopt: warning: {output}: this format does not keep {'; '.join(lost)}", err=True)
+
+
 def _echo_module(text: str, output_format: str | None) -> None:
     """The module on stdout, as HLO text unless --output-format asks for another format."""
     if output_format in (None, "hlo"):
         click.echo(text, nl=False)
         return
     from hloopt.support.formats import OUTPUT_FORMATS
-    from hloopt.xla.formats import dump
+    from hloopt.xla.formats import dump, losses
 
-    data = dump(text, OUTPUT_FORMATS[output_format])
+    fmt = OUTPUT_FORMATS[output_format]
+    data = dump(text, fmt)
+    _echo_losses("<stdout>", losses(text, fmt))
     if isinstance(data, bytes):
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -329,8 +337,7 @@ def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) 
             for warning in entry.warnings:
                 click.echo(f"hloopt: warning: {where}{entry.name}: {warning}", err=True)
             click.echo(f"hloopt: {where}{entry.name}: {entry.rewritten} instruction(s) rewritten", err=True)
-    for loss in modules[0].losses:
-        click.echo(f"hloopt: warning: {modules[0].output}: this format does not keep {loss}", err=True)
+    _echo_losses(modules[0].output, modules[0].losses)
     exit_on_errors([module.exception for module in modules if module.exception is not None])
     if options.show_diff:  # with --check too, as for a directory
         click.echo(file.diff, nl=False)

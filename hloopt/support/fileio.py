@@ -40,6 +40,8 @@ def decode_text(data: bytes, name: str) -> str:
     except UnicodeDecodeError as err:
         prefix = data[: err.start].decode("utf-8", errors="replace")
         text = prefix + data[err.start :].decode("utf-8", errors="replace")
+        if err.end == len(data) and err.reason == "unexpected end of data":  # a file cut inside a character
+            raise parse_error_at(text, len(prefix), name, "unexpected end of input inside a UTF-8 character") from None
         raise parse_error_at(text, len(prefix), name, "invalid UTF-8 in input") from None
 
 

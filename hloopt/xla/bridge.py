@@ -39,7 +39,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from hloopt.errors import HloError, HloParseError, SourceLocation, locate
+from hloopt.errors import HloError, HloParseError, SourceLocation, definition_offset, locate
 from hloopt.ir.element_types import NoNumpyType, numpy_dtype
 from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES
 from hloopt.ir.shape import ArrayShape
@@ -90,10 +90,10 @@ class XlaError(HloError):
         module as the user wrote it, in HLO text); itself when there is no such line."""
         if self.instruction is None:
             return self
-        found = re.search(rf"^[ \t]*(?:ROOT[ \t]+)?(%?{re.escape(self.instruction)})[ \t]*=", text, re.MULTILINE)
+        found = definition_offset(text, self.instruction)
         if found is None:
             return self.named(filename)
-        location, line = locate(text, found.start(1), filename)
+        location, line = locate(text, found, filename)
         return type(self)(self.stage, self.message, filename, self.instruction, location, line)
 
 

@@ -93,7 +93,7 @@ class Prepared(NamedTuple):
     warnings: tuple[str, ...]
 
 
-def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module") -> Prepared:
+def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module", *, located: bool = True) -> Prepared:
     """The text to run for `module`, and the warnings of the passes that made it (pass name first).
 
     This is where every module is prepared before XLA compiles it (`run`, `compare`, `compare_passes`,
@@ -101,8 +101,11 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module")
     refuse is refused with the instruction named, and the copy is made CPU-runnable (an optimised
     dump's fusions become calls, its bitcasts the transposes and reshapes they stand for, …); under
     ``neuron`` the device's converts follow. Neither the caller's `Module` nor its file changes,
-    and a module nothing had to change runs exactly as given.
+    and a module nothing had to change runs exactly as given. A module XLA's compiler would refuse
+    (`check_executable`) is refused at its instruction: on its line of the text when `module` is text
+    and `located` (the text is the module as its user wrote it, not one converted from a .pb or .mlir).
     """
+    from hloopt.analysis.verifier import check_executable
     from hloopt.passes.cpu_runnable import CpuRunnable, NotCpuRunnable
     from hloopt.passes.pipeline import run_pipeline
     from hloopt.text.parser import parse
@@ -110,6 +113,7 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module")
     text = _text(module)
     copy = parse(text, label)
     _refuse_host_callbacks(copy, label)
+    check_executable(copy, text if located and isinstance(module, str) else None, label)
     passes = [CpuRunnable(), *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else [])]
     try:
         report = run_pipeline(copy, passes, original=lambda: parse(text, label))

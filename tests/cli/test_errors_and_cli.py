@@ -197,6 +197,14 @@ def test_invalid_utf8_is_located(tmp_path: Path) -> None:
     assert f"{source}:3:31: invalid UTF-8" in result.stderr
 
 
+def test_a_file_cut_inside_a_utf8_character_is_an_early_end(tmp_path: Path) -> None:
+    source = tmp_path / "cut.hlo"
+    source.write_bytes("HloModule m\n// ét".encode()[:-2])  # the é's first byte of two, then the end
+    result = run_cli("run", str(source))
+    assert result.returncode == 2
+    assert f"{source}:2:4: unexpected end of input inside a UTF-8 character" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("data", "source_line", "column"),
     [

@@ -275,6 +275,13 @@ ENTRY main {
   ROOT c = f32[4] add(a, b)
 }
 """
+#: A slice whose result is not the size its bounds give: hloopt's own check lets it through, XLA refuses it.
+BAD_SLICE = """HloModule bad_slice
+ENTRY main {
+  a = f32[4] parameter(0)
+  ROOT s = f32[2] slice(a), slice={[0:3]}
+}
+"""
 
 
 def test_a_worker_death_names_the_file_the_stage_and_what_ran(files: Path) -> None:
@@ -312,12 +319,31 @@ def test_the_python_api_never_crashes_its_caller_nor_writes_to_its_terminal(capf
 
 
 def test_xla_refusals_are_one_line_on_the_instruction(tmp_path: Path) -> None:
-    """XLA's MLIR diagnostic (the operation in generic form, the bytecode version) comes down to its error line,
+    """XLA's MLIR diagnostic (the operation in generic form, the bytecode version) comes down to its error lines,
     placed on the instruction it names; a module converted from a .pb has no such line, so it is named only."""
+    path = tmp_path / "slice.hlo"
+    path.write_text(BAD_SLICE)
+    head = f"hloopt: error: {path}:4:3: XLA convert failed: %s: 'stablehlo.slice' op "
+    for said in (invoke(exec_command, path)[2], invoke(compare_command, path, path)[2]):
+        first, line, caret, end = said.split("\n")
+        assert first.startswith(head) and "MLIR" not in said and "note:" not in said
+        assert (line, caret, end) == ("    ROOT s = f32[2] slice(a), slice={[0:3]}", "    ^", "")
+    proto = tmp_path / "slice.pb"
+    proto.write_bytes(bridge._parse(BAD_SLICE).as_serialized_hlo_module_proto())
+    said = invoke(exec_command, proto)[2]
+    assert said.startswith(f"hloopt: error: {proto}: XLA convert failed: %s: 'stablehlo.slice' op ")
+    assert said.count("\n") == 1
+
+
+def test_what_hloopt_knows_xla_will_refuse_is_refused_before_xla_on_its_line(tmp_path: Path) -> None:
+    """`check_executable` in words of its own, the same through exec and compare; for a .pb, named only."""
     path = tmp_path / "mismatch.hlo"
     path.write_text(SHAPE_MISMATCH)
-    message = "XLA convert failed: %c: 'stablehlo.add' op requires the same shape for all operands and results"
-    expected = f"hloopt: error: {path}:5:8: {message}\n    ROOT c = f32[4] add(a, b)\n         ^\n"
+    message = (
+        "%c in %main: operand 1 (%b) is f32[8], but add takes operands of its result's dimensions, f32[4] "
+        "(HLO has no implicit broadcast); XLA would refuse to run the module"
+    )
+    expected = f"hloopt: error: {path}:5:3: {message}\n    ROOT c = f32[4] add(a, b)\n    ^\n"
     assert invoke(exec_command, path)[2] == expected
     assert invoke(compare_command, path, path)[2] == expected
     proto = tmp_path / "mismatch.pb"

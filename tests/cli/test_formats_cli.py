@@ -51,7 +51,9 @@ def test_a_proto_output_names_what_it_loses(tmp_path: Path) -> None:
     assert "does not keep replica_count" in result.stderr
 
 
-@pytest.mark.parametrize("args", [["-o", "m.mlir"], ["-o", "m.out", "--output-format", "mlir"]])
+@pytest.mark.parametrize(
+    "args", [["-o", "m.mlir"], ["-o", "m.out", "--output-format", "mlir"], ["--output-format", "mlir"]]
+)
 def test_a_stablehlo_output_says_what_it_loses_once_in_a_sentence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
 ) -> None:

@@ -16,6 +16,8 @@ from cli_invoke import invoke
 from conftest import REPO
 from hlo_text import hlo
 
+from hloopt.driver.chunks import as_file
+
 VERIFY = ("--passes", "all", "--verify-numerics")
 
 #: Modules XLA's parser takes and its compiler refuses, each refused at its last line.
@@ -103,7 +105,7 @@ def test_over_tolerance_writes_the_output_and_says_so(tmp_path: Path, monkeypatc
     assert "outputs over tolerance" in result.stderr
     assert "hloopt: warning: out.hlo is written although the module's outputs differ beyond tolerance" in result.stderr
     written = invoke("run", "m.hlo", "--passes", "all")
-    assert Path("out.hlo").read_text() == written.stdout
+    assert Path("out.hlo").read_text() == as_file(written.stdout)
 
 
 def test_a_batch_writes_each_file_by_the_same_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

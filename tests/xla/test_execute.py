@@ -220,7 +220,7 @@ def test_invalid_module_fails_at_parse_with_its_location() -> None:
     assert str(caught.value).startswith("module:4:1: expected `)`")
 
 
-def test_shape_error_fails_at_convert() -> None:
+def test_shape_error_is_refused_before_xla_at_its_instruction() -> None:
     text = hlo("""
         HloModule bad
         ENTRY main {
@@ -228,10 +228,11 @@ def test_shape_error_fails_at_convert() -> None:
           ROOT a = f32[3] add(p, p)
         }
     """)
-    assert "f32[3]" in canonical(text)  # XLA's parser does not check shapes…
-    with pytest.raises(XlaError) as caught:
+    assert "f32[3]" in canonical(text)  # XLA's parser does not check shapes; its verifier would, in MLIR's words
+    with pytest.raises(HloParseError) as caught:
         execute(text, [np.zeros(2, np.float32)])
-    assert caught.value.stage == "convert" and "same shape" in caught.value.message  # …its verifier does
+    assert (caught.value.location.line, caught.value.location.column) == (4, 3)
+    assert caught.value.message.startswith("%a in %main: operand 0 (%p) is f32[2], but add takes operands")
 
 
 def test_gpu_only_custom_call_is_named_before_compiling() -> None:
@@ -253,7 +254,7 @@ def test_unknown_custom_call_fails_at_compile_naming_its_instruction(api: str) -
         f"{'.'.join(map(str, jaxlib_version()))} does not implement on the CPU"
     )
     located = caught.value.at(text, "gemm.hlo")
-    assert str(located).startswith("gemm.hlo:4:8: XLA compile failed: %gemm calls custom-call target my_kernel")
+    assert str(located).startswith("gemm.hlo:4:3: XLA compile failed: %gemm calls custom-call target my_kernel")
 
 
 def test_wrong_inputs_are_named() -> None:
