@@ -43,6 +43,7 @@ from hloopt.errors import HloError, HloParseError, SourceLocation, definition_of
 from hloopt.ir.element_types import NoNumpyType, numpy_dtype
 from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES
 from hloopt.ir.shape import ArrayShape
+from hloopt.xla.diagnostics import mlir_errors
 
 #: The stages a module goes through, in order; an `XlaError` names the one that failed.
 STAGES = ("parse", "convert", "compile", "execute")
@@ -101,26 +102,14 @@ class XlaCrash(XlaError):
     """A worker process died (signal, abort, timeout) while XLA was at `stage`."""
 
 
-#: An MLIR diagnostic's error line: ``error: "name": message`` (the location is the instruction's name)
-#: or ``FILE:LINE:COL: error: message``; its ``note:`` lines (the operation in MLIR's generic form, the
-#: bytecode version that produced it) say nothing a user can act on.
-_MLIR_ERROR = re.compile(
-    r'^\s*(?:[^\s:]*:\d+:\d+:\s*)?error:\s*(?:"(?P<name>[^"]+)":\s*)?(?P<message>.*)$', re.MULTILINE
-)
-
-
 def _one_line(message: str) -> tuple[str, str | None]:
     """XLA's message as one line, and the instruction it names: MLIR diagnostics (the StableHLO
-    converter's and verifier's refusals) keep only their error lines."""
-    errors = list(_MLIR_ERROR.finditer(message))
+    converter's and verifier's refusals) keep only their error lines, each said of its instruction."""
+    errors = mlir_errors(message)
     if not errors:
         return " ".join(line.strip() for line in message.strip().splitlines()), None
-    names = [error["name"] for error in errors if error["name"]]
-    said = "; ".join(
-        f"%{error['name']}: {error['message'].strip()}" if error["name"] else error["message"].strip()
-        for error in errors
-    )
-    return said, names[0] if names else None
+    said = "; ".join(f"%{error.name}: {error.message}" if error.name else error.message for error in errors)
+    return said, next((error.name for error in errors if error.name), None)
 
 
 # --- in-process XLA ------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from hloopt.support.formats import (
     detect,
     first_field,
 )
+from hloopt.xla.diagnostics import Diagnostic, mlir_errors
 
 #: Module attributes an HloModuleProto has no field for: they are lost going through `.pb`.
 PROTO_LOSSES = (
@@ -108,40 +109,13 @@ def stablehlo_to_text(data: bytes, path: str = "<bytes>") -> str:
     return _callees_first(str(computation.as_hlo_module().to_string(print_options())), path)
 
 
-@dataclass(frozen=True)
-class Diagnostic:
-    """MLIR's first meaningful error: where (`buffer` ``-`` is the text jaxlib was given) and what."""
-
-    buffer: str
-    line: int
-    column: int
-    message: str
-
-
-#: One MLIR diagnostic line: ``-:3:31: error: message``, ``"model.py":4:2: …`` from a ``loc(...)``,
-#: ``<unknown>:0: error: …`` with no column.
-_DIAGNOSTIC = re.compile(
-    r"^(?:[A-Z_]+: )?(?P<buffer>.*?):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>error|warning|note|remark): (?P<message>.*)$",
-    re.M,
-)
-#: What MLIR adds after the real error when a StableHLO parse fails: no news to a user.
-_GENERIC = re.compile(r"^Failed to parse using StableHLO")
 _REFUSED = "StableHLO that XLA cannot convert to HLO"
 
 
 def mlir_diagnostic(err: Exception) -> Diagnostic | None:
-    """The first meaningful error of an MLIR diagnostic; None if it has none.
-
-    MLIR's diagnostics run over lines: the error, then notes (``in bytecode version 6 produced by …``,
-    ``see current operation: …``) and a generic "Failed to parse using StableHLO …" error.
-    """
-    errors = [m for m in _DIAGNOSTIC.finditer(str(err)) if m.group("kind") == "error"]
-    specific = [m for m in errors if not _GENERIC.match(m.group("message"))] or errors
-    if not specific:
-        return None
-    first = specific[0]
-    line, column = int(first.group("line")), int(first.group("column") or 0)
-    return Diagnostic(first.group("buffer"), line, column, first.group("message").strip())
+    """The first meaningful error of an MLIR diagnostic (`mlir_errors`); None if it has none."""
+    errors = mlir_errors(str(err))
+    return errors[0] if errors else None
 
 
 def _stablehlo_error(err: Exception, data: bytes, path: str) -> HloError:

@@ -21,6 +21,7 @@ from hloopt.errors import HloError
 from hloopt.support.formats import Format, detect
 from hloopt.xla import formats
 from hloopt.xla.bridge import XlaCrash, canonical, isolated_map
+from hloopt.xla.diagnostics import Diagnostic
 
 MODULE = hlo(
     """
@@ -133,22 +134,27 @@ def test_a_file_that_is_no_module_is_one_clear_error(tmp_path: Path, name: str, 
         (
             "UNKNOWN: -:3:31: error: use of undeclared SSA value name\n<unknown>:0: error: Failed to parse using"
             " StableHLO v1.17.0, this could indicate forward incompatibility\n",
-            formats.Diagnostic("-", 3, 31, "use of undeclared SSA value name"),
+            Diagnostic("-", 3, 31, None, "use of undeclared SSA value name"),
         ),
         (
             "-:0:0: error: attempting to parse 120 bytes when only 6 remain\n"
             "-:0:0: note: in bytecode version 6 produced by: MLIR24.0.0git\n",
-            formats.Diagnostic("-", 0, 0, "attempting to parse 120 bytes when only 6 remain"),
+            Diagnostic("-", 0, 0, None, "attempting to parse 120 bytes when only 6 remain"),
         ),
         (
             "<unknown>:0: error: Failed to parse using StableHLO v1.22.0\n",
-            formats.Diagnostic("<unknown>", 0, 0, "Failed to parse using StableHLO v1.22.0"),
+            Diagnostic("<unknown>", 0, 0, None, "Failed to parse using StableHLO v1.22.0"),
+        ),
+        (
+            "Unable to parse module assembly:\nerror: \"c\": 'stablehlo.add' op requires the same shape for all"
+            ' operands and results\n note: "c": in bytecode version 6 produced by: MLIR23.0.0git',
+            Diagnostic("", 0, 0, "c", "'stablehlo.add' op requires the same shape for all operands and results"),
         ),
         ("INTERNAL: no diagnostic here", None),
     ],
-    ids=["error then the generic line", "error then a note", "only the generic line", "none"],
+    ids=["error then the generic line", "error then a note", "only the generic line", "named by the verifier", "none"],
 )
-def test_the_first_meaningful_mlir_error_is_kept(diagnostic: str, expected: formats.Diagnostic | None) -> None:
+def test_the_first_meaningful_mlir_error_is_kept(diagnostic: str, expected: Diagnostic | None) -> None:
     assert formats.mlir_diagnostic(RuntimeError(diagnostic)) == expected
 
 
