@@ -112,7 +112,6 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
 
     text = _text(module)
     copy = parse(text, label)
-    _refuse_host_callbacks(copy, label)
     check_executable(copy, text if located and isinstance(module, str) else None, label)
     passes = [CpuRunnable(), *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else [])]
     try:
@@ -121,26 +120,6 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
         raise NotCpuRunnable(f"{label}: {err}") from None
     notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
     return Prepared(copy.to_text() if report.changed else text, notes)
-
-
-#: jax's host callbacks (`jax.pure_callback`, `io_callback`, `debug.print`): custom calls into a table of
-#: Python functions that only the process that lowered the module has.
-_HOST_CALLBACK = re.compile(r"xla(?:_ffi)?(?:_partitioned)?(?:_buffer)?_python_(?:cpu_|gpu_)?callback")
-
-
-def _refuse_host_callbacks(module: Module, label: str) -> None:
-    """A host callback in another process reads a function table it does not have, and XLA dies with
-    SIGSEGV: name the instruction instead."""
-    for instruction in module.instructions():
-        target = instruction.attributes.get("custom_call_target") if instruction.opcode == "custom-call" else None
-        target = target.strip('"') if isinstance(target, str) else ""
-        if _HOST_CALLBACK.fullmatch(target):
-            computation = instruction.parent.name if instruction.parent is not None else "?"
-            raise ExecutionError(
-                f"{label}: %{instruction.name} (custom-call) in %{computation} calls {target}, "
-                "a jax host callback: it calls a Python function of the process that lowered the module, "
-                "which no other process can run"
-            )
 
 
 # --- inputs ----------------------------------------------------------------------------------
