@@ -12,7 +12,7 @@ backend computes what the Neuron device would; the caller's module is untouched.
 
 The caller's process parses and prepares each module (`with_numerics`) while a
 worker process imports jax; XLA compiles and runs only in the worker
-(`run_prepared`, `_compare`), so XLA can neither crash the caller nor log into it.
+(`run_prepared`, `compare_prepared`), so XLA can neither crash the caller nor log into it.
 """
 
 from __future__ import annotations
@@ -712,10 +712,10 @@ def compare(
     with worker_pool(pool) as workers:
         modules = [(with_numerics(m, side, label), label) for m, label, side in zip((a, b), labels, sides)]
         args = (modules, _host(inputs), rtol, atol, seed, max_bytes)
-        return isolated_call(_compare, *args, label=" against ".join(labels), pool=workers)
+        return isolated_call(compare_prepared, *args, label=" against ".join(labels), pool=workers)
 
 
-def _compare(
+def compare_prepared(
     modules: Sequence[tuple[Prepared, str]],
     inputs: Sequence[np.ndarray] | None,
     rtol: float,
@@ -723,7 +723,8 @@ def _compare(
     seed: int,
     max_bytes: int,
 ) -> CompareReport:
-    """`compare` of the prepared modules, in the worker."""
+    """`compare` of the modules `with_numerics` prepared (A's, B's, each with its label), in this process: what
+    a worker runs (`IsolatedPool.map`)."""
     runs = _run_all(modules, inputs, seed, max_bytes)
     outputs = runs.comparison(0, 1, rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings)
