@@ -8,11 +8,14 @@ converter, the compiler or a custom call), so `IsolatedPool` (and its one-off
 forms `isolated_map`, `isolated_call`) runs calls in long-lived worker processes
 (``python -m hloopt.xla.bridge``) and turns a dead worker into an `XlaCrash` for
 exactly the call it was running, naming its file, stage and custom calls, then
-restarts the worker. Every public call that runs XLA goes through one, so XLA
-can neither kill nor log into the caller's process.
+restarts the worker. Every call of `execution` (run, execute, compare, the CLI's)
+goes through one, so XLA can neither kill nor log into the caller's process; the
+calls here (`compile_cpu`, `execute`, `canonical`) run XLA in the process that
+makes them, as do `formats.load`/`dump` and `hloopt.jax.jit`.
 
-Compiling readies every custom call the installed jaxlib implements on the CPU
-(`_ready_cpu_custom_calls`), as jax does for its own lowerings.
+Compiling in a worker readies every custom call the installed jaxlib implements on
+the CPU (`_ready_cpu_custom_calls`), as jax does for its own lowerings; in any other
+process only what jax itself readied is (for `hloopt.jax.jit`, what its lowering calls).
 """
 
 from __future__ import annotations
@@ -353,8 +356,12 @@ def _compile_cached(text: str) -> Executable:
         results = tuple(_leaf_shapes(program.result_shape()))
         stablehlo = _jax.mlir.hlo_to_stablehlo(proto)
     backend = _backend()
-    custom_calls = _custom_calls(module.to_string())
-    if custom_calls:  # LAPACK's initialisation imports scipy: only for a module that may need it
+    # XLA's print of the module names its custom calls; most modules have none, and are not printed again.
+    custom_calls = _custom_calls(module.to_string()) if "custom-call" in text else []
+    if custom_calls and _stage_listener is not None:
+        # Registering and initialising every target is for a worker process alone: in the caller's process
+        # (`hloopt.jax.jit`) jax readied what its lowering calls, and a library call does not register
+        # targets process-wide, initialise kernel modules or import scipy behind its caller's back.
         _ready_cpu_custom_calls()
     with jax_mlir.make_ir_context():
         with _stage("convert"):
