@@ -18,14 +18,13 @@ from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMI
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import (
     BINARY_SAME,
+    ELEMENTWISE,
     FLOAT_OPERANDS,
     INTEGER_OPERANDS,
     INTEGER_OR_PRED_OPERANDS,
     PREDICATES,
     RESULT_FROM,
-    ROWS,
     UNARY_SAME,
-    Elementwise,
 )
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
 
@@ -33,8 +32,6 @@ from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
 _PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - INTEGER_OR_PRED_OPERANDS - INTEGER_OPERANDS - FLOAT_OPERANDS
 #: Opcodes whose element types `_check_types` looks at beyond the result's.
 _TYPED = INTEGER_OR_PRED_OPERANDS | INTEGER_OPERANDS | FLOAT_OPERANDS | BINARY_SAME | {"convert"}
-#: Every elementwise opcode: XLA runs each on operands of its result's dimensions (no implicit broadcast).
-_ELEMENTWISE = frozenset(row.name for row in ROWS if row.elementwise is not Elementwise.NONE)
 
 
 class VerificationError(HloError):
@@ -313,7 +310,7 @@ def _check_elementwise(instruction: Instruction, shapes: ShapeResolver) -> list[
     take operands of one element type (select's predicate is pred)."""
     op = instruction.opcode
     result = shapes(instruction)
-    if op not in _ELEMENTWISE or not isinstance(result, ArrayShape):
+    if op not in ELEMENTWISE or not isinstance(result, ArrayShape):
         return []
     operands = [shapes(operand) for operand in instruction.operands]
     for index, (operand, shape) in enumerate(zip(instruction.operands, operands)):
