@@ -279,7 +279,8 @@ def check_executable(module: Module, source: str | None = None, filename: str = 
     multi-line MLIR diagnostic that names no file. Call this where a module is about to be
     executed (--verify-numerics, exec, compare). The error names the first offending
     instruction; with `source`, the HLO text `module` was parsed from, it is located there
-    (``FILE:LINE:COL``, the line and a caret), else it is one line naming `filename`.
+    (``FILE:LINE:COL``, the line and a caret), else (or if `source` does not define it) it is
+    one line naming `filename`.
     """
     shapes = ShapeResolver(module)
     for computation in module.computations:
@@ -288,10 +289,10 @@ def check_executable(module: Module, source: str | None = None, filename: str = 
             if not problems:
                 continue
             message = f"%{instruction.name} in %{computation.name}: {problems[0]}; XLA would refuse to run the module"
-            if source is None:
+            offset = None if source is None else definition_offset(source, instruction.name, computation.name)
+            if source is None or offset is None:  # no text, or one that does not define it: named, not at 1:1
                 raise HloError(f"{filename}: {message}")
-            offset = definition_offset(source, instruction.name, computation.name)
-            raise parse_error_at(source, offset or 0, filename, message)
+            raise parse_error_at(source, offset, filename, message)
 
 
 def _executable_problems(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
