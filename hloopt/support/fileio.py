@@ -13,9 +13,14 @@ from pathlib import Path
 from hloopt.errors import HloError, parse_error_at
 
 
+def source_name(path: str) -> str:
+    """What messages call the input `path`: ``<stdin>`` for ``-``, which no one would take for a file's name."""
+    return "<stdin>" if path == "-" else path
+
+
 def read_text(path: str) -> str:
     """Read a UTF-8 text file (or stdin for ``-``); bad bytes are a located error."""
-    return decode_text(read_bytes(path), "<stdin>" if path == "-" else path)
+    return decode_text(read_bytes(path), source_name(path))
 
 
 def read_bytes(path: str) -> bytes:

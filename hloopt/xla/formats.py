@@ -16,7 +16,7 @@ from typing import Any
 
 from hloopt.errors import HloError, parse_error_at
 from hloopt.ir.element_types import BY_NAME
-from hloopt.support.fileio import decode_text, read_bytes
+from hloopt.support.fileio import decode_text, read_bytes, source_name
 from hloopt.support.formats import (
     MLIR_BYTECODE_MAGIC,
     OUTPUT_EXTENSIONS,
@@ -55,15 +55,16 @@ def load(path: str) -> Loaded:
     """The HLO text of the module in `path` (``-`` is stdin), whatever its format."""
     data = read_bytes(path)
     fmt = detect(path, data)
+    name = source_name(path)  # what every error of this file says it is about
     if fmt is Format.HLO:
-        return Loaded(decode_text(data, "<stdin>" if path == "-" else path), fmt)
+        return Loaded(decode_text(data, name), fmt)
     if fmt is Format.PROTO_WRAPPER:
         inner = first_field(data, 1)
         assert inner is not None  # detect() found it
-        return Loaded(proto_to_text(inner, path), fmt)
+        return Loaded(proto_to_text(inner, name), fmt)
     if fmt is Format.PROTO:
-        return Loaded(proto_to_text(data, path), fmt)
-    return Loaded(stablehlo_to_text(data, "<stdin>" if path == "-" else path), fmt)
+        return Loaded(proto_to_text(data, name), fmt)
+    return Loaded(stablehlo_to_text(data, name), fmt)
 
 
 def print_options() -> Any:

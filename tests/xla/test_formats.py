@@ -7,8 +7,11 @@ proto has no room for (`PROTO_LOSSES`, named to the user when they are present).
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -165,6 +168,31 @@ def test_truncated_proto_of_a_real_module(tmp_path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(HloError, match=r"not an HLO module|not a readable HloModuleProto"):
         formats.load(str(path))
+
+
+def _unreadable_proto() -> bytes:
+    """A real module's proto with an opcode XLA does not know: every field in place, XLA refuses it."""
+    data = formats.dump(MODULE, Format.PROTO)
+    assert isinstance(data, bytes) and data.count(b"\x12\x03add") == 1
+    return data.replace(b"\x12\x03add", b"\x12\x03adx")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (_unreadable_proto, "<stdin>: not a readable HloModuleProto: Unknown opcode: adx"),
+        (lambda: b"\x08\x01\x10\x02", "<stdin>: not an HLO module: it is a protobuf message (fields 1, 2)"),
+    ],
+    ids=["XLA refuses the proto", "not a module"],
+)
+def test_a_binary_module_on_stdin_is_called_stdin(
+    monkeypatch: pytest.MonkeyPatch, data: Callable[[], bytes], message: str
+) -> None:
+    """Errors name stdin ``<stdin>``, as for text, whichever reader refuses it (never ``-:``)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data())))
+    with pytest.raises(HloError) as caught:
+        formats.load("-")
+    assert str(caught.value).startswith(message)
 
 
 def test_output_format_by_extension_and_override() -> None:
