@@ -77,7 +77,7 @@ def _outcome(result: object) -> str:
         return "compiled, dynamic result"
     if isinstance(result, NotCpuRunnable):
         return "refused by hloopt: not CPU-runnable"
-    if isinstance(result, HloError) and str(result).endswith("XLA would refuse to run the module"):
+    if isinstance(result, HloError) and str(result).splitlines()[0].endswith("XLA would refuse to run the module"):
         return "refused by hloopt: XLA would not run it"  # check_executable; each was refused before it too
     if isinstance(result, VerificationError) and "the input, before any pass" in str(result):
         return "refused by hloopt: invalid input"
