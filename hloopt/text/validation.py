@@ -211,11 +211,6 @@ def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
         tail = layout.tail if layout is not None else ""
         if layout is not None and "P(" in tail:
             raise _fail(instruction, f"Layout has physical shape, but is not for a sparse array: {layout.to_text()}")
-        dim_levels = re.match(r"D\(([^)]*)\)", tail)
-        if dim_levels:
-            for item in dim_levels.group(1).split(","):
-                if item.strip().rstrip("+~") not in ("D", "C", "S", "H"):
-                    raise _fail(instruction, "expected a DimLevelType abbreviation (D, C, or S)")
 
 
 def _dims(value: Any) -> list[int]:
@@ -613,8 +608,10 @@ def _check_result_accuracy(instruction: Instruction) -> None:
             raise _fail(instruction, f"expects decimal or integer for {key}, found {number[:40]!r}", "result_accuracy")
         # XLA keeps atol and rtol as doubles and ulps as the double cut to an int64; out of its range
         # (inf, nan, 1e30) the cut is undefined and XLA aborts, as it does on a negative or NaN tolerance.
-        valid = -1 < float(number) < 2**63 if key == "ulps" else float(number) >= 0
-        if not valid:
+        value = float(number)
+        if value <= -1 or (key != "ulps" and value < 0):
+            raise _fail(instruction, f"negative tolerance {key}={number}", "result_accuracy")
+        if math.isnan(value) or (key == "ulps" and value >= 2**63):
             raise _fail(instruction, f"invalid tolerance {key}={number} (XLA aborts on it)", "result_accuracy")
 
 
