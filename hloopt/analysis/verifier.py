@@ -18,14 +18,13 @@ from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMI
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import (
     BINARY_SAME,
+    ELEMENTWISE,
     FLOAT_OPERANDS,
     INTEGER_OPERANDS,
     INTEGER_OR_PRED_OPERANDS,
     PREDICATES,
     RESULT_FROM,
-    ROWS,
     UNARY_SAME,
-    Elementwise,
 )
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
 
@@ -33,8 +32,6 @@ from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
 _PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - INTEGER_OR_PRED_OPERANDS - INTEGER_OPERANDS - FLOAT_OPERANDS
 #: Opcodes whose element types `_check_types` looks at beyond the result's.
 _TYPED = INTEGER_OR_PRED_OPERANDS | INTEGER_OPERANDS | FLOAT_OPERANDS | BINARY_SAME | {"convert"}
-#: Every elementwise opcode: XLA runs each on operands of its result's dimensions (no implicit broadcast).
-_ELEMENTWISE = frozenset(row.name for row in ROWS if row.elementwise is not Elementwise.NONE)
 
 
 class VerificationError(HloError):
@@ -282,7 +279,8 @@ def check_executable(module: Module, source: str | None = None, filename: str = 
     multi-line MLIR diagnostic that names no file. Call this where a module is about to be
     executed (--verify-numerics, exec, compare). The error names the first offending
     instruction; with `source`, the HLO text `module` was parsed from, it is located there
-    (``FILE:LINE:COL``, the line and a caret), else it is one line naming `filename`.
+    (``FILE:LINE:COL``, the line and a caret), else (or if `source` does not define it) it is
+    one line naming `filename`.
     """
     shapes = ShapeResolver(module)
     for computation in module.computations:
@@ -291,10 +289,10 @@ def check_executable(module: Module, source: str | None = None, filename: str = 
             if not problems:
                 continue
             message = f"%{instruction.name} in %{computation.name}: {problems[0]}; XLA would refuse to run the module"
-            if source is None:
+            offset = None if source is None else definition_offset(source, instruction.name, computation.name)
+            if source is None or offset is None:  # no text, or one that does not define it: named, not at 1:1
                 raise HloError(f"{filename}: {message}")
-            offset = definition_offset(source, instruction.name, computation.name)
-            raise parse_error_at(source, offset or 0, filename, message)
+            raise parse_error_at(source, offset, filename, message)
 
 
 def _executable_problems(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
@@ -313,7 +311,7 @@ def _check_elementwise(instruction: Instruction, shapes: ShapeResolver) -> list[
     take operands of one element type (select's predicate is pred)."""
     op = instruction.opcode
     result = shapes(instruction)
-    if op not in _ELEMENTWISE or not isinstance(result, ArrayShape):
+    if op not in ELEMENTWISE or not isinstance(result, ArrayShape):
         return []
     operands = [shapes(operand) for operand in instruction.operands]
     for index, (operand, shape) in enumerate(zip(instruction.operands, operands)):

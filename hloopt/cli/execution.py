@@ -33,7 +33,7 @@ from hloopt.xla.execution import (
     Execution,
     Numerics,
     Prepared,
-    compare,
+    compare_prepared,
     load_arrays,
     numerics_sides,
     run_prepared,
@@ -178,6 +178,17 @@ def _prepared(source: _Source, numerics: Numerics, label: str) -> Prepared | Hlo
         return err
 
 
+def _prepared_pair(
+    a: _Source, b: _Source, numerics: tuple[Numerics, Numerics], a_path: str, b_path: str
+) -> list[tuple[Prepared, str]] | HloError:
+    """A's and B's modules prepared for XLA, each with its label (`compare_prepared`), or the first refusal."""
+    sides = [(_prepared(source, side, path), path) for source, side, path in zip((a, b), numerics, (a_path, b_path))]
+    for prepared, _ in sides:
+        if isinstance(prepared, HloError):
+            return prepared
+    return [(prepared, path) for prepared, path in sides if isinstance(prepared, Prepared)]
+
+
 def _said(
     result: CompareReport | HloError, a: _Source, b: _Source, a_path: str, b_path: str
 ) -> CompareReport | HloError:
@@ -256,14 +267,17 @@ def compare_command(
                 "chunk i of A goes with chunk i of B"
             )
         inputs = None if inputs_path is None else load_arrays(inputs_path)
-        calls = [
-            (a.text, b.text, inputs, rtol, atol, seed, max_bytes, (a_path, b_path), numerics)
-            for a, b in zip(a_modules, b_modules)
-        ]
-        pairs = [f"{a.label} against {b.label}" for a, b in zip(a_modules, b_modules)]
-        results: list[CompareReport | HloError] = pool.map(compare, calls, labels=pairs)
+        # Prepared here, as by exec, while the worker imports jax: on their lines when the files are HLO text.
+        prepared = [_prepared_pair(a, b, numerics, a_path, b_path) for a, b in zip(a_modules, b_modules)]
+        ready = [index for index, sides in enumerate(prepared) if isinstance(sides, list)]
+        calls = [(prepared[index], inputs, rtol, atol, seed, max_bytes) for index in ready]
+        pairs = [f"{a_modules[index].label} against {b_modules[index].label}" for index in ready]
+        ran = dict(zip(ready, pool.map(compare_prepared, calls, labels=pairs)))
     labels = [(a.label, b.label) for a, b in zip(a_modules, b_modules)]
-    results = [_said(result, a, b, a_path, b_path) for result, a, b in zip(results, a_modules, b_modules)]
+    results: list[CompareReport | HloError] = [
+        _said(ran[index] if isinstance(sides, list) else sides, a, b, a_path, b_path)
+        for index, (sides, a, b) in enumerate(zip(prepared, a_modules, b_modules))
+    ]
     if split_input_file:
         results = [
             in_chunk(r, f"{a} against {b}", a_path, b_path) if isinstance(r, HloError) else r

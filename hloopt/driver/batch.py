@@ -603,17 +603,23 @@ class _Child:
 
     def __init__(self) -> None:
         # Pipes are not inheritable (PEP 446): a child started by another thread meanwhile gets none of these.
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
+        # Out of descriptors or processes (EMFILE, EAGAIN), the ends made so far are closed before the error goes on.
+        fds: list[int] = []
         try:
+            fds.extend(os.pipe())  # requests: the child reads, this process writes
+            fds.extend(os.pipe())  # replies: the child writes, this process reads
+            requests_read, requests_write, replies_read, replies_write = fds
             process = subprocess.Popen(
                 [sys.executable, "-c", _CHILD_PROGRAM, str(requests_read), str(replies_write)],
                 pass_fds=(requests_read, replies_write),
                 stdin=subprocess.DEVNULL,
             )
-        finally:
-            os.close(requests_read)
-            os.close(replies_write)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        os.close(requests_read)
+        os.close(replies_write)
         self._requests = os.fdopen(requests_write, "wb")
         self._replies = os.fdopen(replies_read, "rb")
         # When dropped, or at exit: ask it to stop and reap it.

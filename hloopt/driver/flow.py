@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from hloopt.driver import chunks
 from hloopt.driver.chunks import Place, as_file, in_chunk, label
 from hloopt.errors import HloError, HloParseError
-from hloopt.support.fileio import check_output, make_directories, write_atomic
+from hloopt.support.fileio import check_output, make_directories, source_name, write_atomic
 from hloopt.support.formats import Format
 from hloopt.xla import formats
 
@@ -76,7 +76,7 @@ class Job:
     @property
     def name(self) -> str:
         """The module as messages name it."""
-        return "<stdin>" if self.path == "-" else self.path
+        return source_name(self.path)
 
     @property
     def key(self) -> PurePosixPath:

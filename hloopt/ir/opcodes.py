@@ -415,6 +415,9 @@ SELECTS: frozenset[str] = _where(Elementwise.SELECT)
 ELEMENTWISE_INFERRED: frozenset[str] = (
     UNARY_SAME | UNARY_TO_REAL | BINARY_SAME | PREDICATES | SELECTS | _where(Elementwise.COMPLEX)
 )
+#: Every elementwise opcode (the converts too, whose element type is their own): XLA runs each on operands of
+#: its result's dimensions (HLO has no implicit broadcast).
+ELEMENTWISE: frozenset[str] = ELEMENTWISE_INFERRED | _where(Elementwise.CONVERT)
 INTEGER_OR_PRED_OPERANDS: frozenset[str] = _typed(OperandTypes.INTEGER_OR_PRED)
 INTEGER_OPERANDS: frozenset[str] = _typed(OperandTypes.INTEGER)
 FLOAT_OPERANDS: frozenset[str] = _typed(OperandTypes.FLOAT)

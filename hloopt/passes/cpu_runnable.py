@@ -23,8 +23,8 @@ module that is to run must say everything with logical operations. The rewrites,
   a fusion's ``kind`` and ``output_to_operand_aliasing`` go with the fusion, and the header's
   ``is_scheduled`` with the schedule the rewrites no longer follow.
 
-A module the CPU cannot run at all (a custom call only a GPU or TPU implements, a bitcast over
-tiled or packed layouts) is refused with `NotCpuRunnable`, which names the instruction. A
+A module the CPU cannot run at all (a custom call only a GPU or TPU implements, a jax host
+callback, a bitcast over tiled or packed layouts) is refused with `NotCpuRunnable`, which names the instruction. A
 constant printed without its value (``{...}``, as ``compiled.as_text()`` prints large ones)
 is a warning: XLA runs it with made-up values, so the results are not the program's.
 `cpu_runnable` works on a copy; the pass itself, like every pass, rewrites the module it is given.
@@ -52,13 +52,24 @@ from hloopt.ir.shape import ArrayShape, Shape, default_layout, map_leaves
 from hloopt.passes.base import HloPass, PassResult, known_shape
 from hloopt.passes.pipeline import run_pipeline
 
-#: Custom-call targets only a GPU or TPU implements (XLA's, jaxlib's GPU plugins', Transformer Engine's),
-#: as regular expressions over the whole target.
-_ACCELERATOR_TARGETS = re.compile(
-    r"__cublas\$.*|__cudnn\$.*|__cusolver\$.*|__cub\$.*|__triton.*|__gpu\$.*|__xla_gpu_.*|xla\.gpu\..*"
-    r"|cu_.*|cublas_.*|cusolver_.*|cusparse_.*|cudnn_.*|hip_.*|hipblas.*|hipsolver_.*|hipsparse_.*"
-    r"|triton_kernel_call.*|mosaic_gpu.*|te_.*_ffi"
-    r"|tpu_.*|__tpu\$.*|SparseDenseMatmul.*|SparseCore.*"
+#: Custom-call targets XLA's CPU backend cannot run, as regular expressions over the whole target, each with
+#: why (read after "calls TARGET, "): what only a GPU or TPU implements (XLA's, jaxlib's GPU plugins',
+#: Transformer Engine's), and jax's host callbacks (`jax.pure_callback`, `io_callback`, `debug.print`).
+_UNRUNNABLE_TARGETS = (
+    (
+        re.compile(
+            r"__cublas\$.*|__cudnn\$.*|__cusolver\$.*|__cub\$.*|__triton.*|__gpu\$.*|__xla_gpu_.*|xla\.gpu\..*"
+            r"|cu_.*|cublas_.*|cusolver_.*|cusparse_.*|cudnn_.*|hip_.*|hipblas.*|hipsolver_.*|hipsparse_.*"
+            r"|triton_kernel_call.*|mosaic_gpu.*|te_.*_ffi"
+            r"|tpu_.*|__tpu\$.*|SparseDenseMatmul.*|SparseCore.*"
+        ),
+        "which only a GPU or TPU implements: XLA's CPU backend cannot run it",
+    ),
+    (
+        re.compile(r"xla(?:_ffi)?(?:_partitioned)?(?:_buffer)?_python_(?:cpu_|gpu_)?callback"),
+        "a jax host callback: it calls a Python function by its index in a list that jax hands only to its own"
+        " compile of what it lowered; XLA compiling the module's text has no such list, and dies running it",
+    ),
 )
 #: The tiles of a layout's tail (``T(8,128)(2,1)``), the first one's sizes in group 1.
 _TILES = re.compile(r"T\(([^)]*)\)(?:\([^)]*\))*")
@@ -122,16 +133,14 @@ def _where(instruction: Instruction) -> str:
 
 
 def _refuse_unrunnable(module: Module) -> None:
-    """Raise `NotCpuRunnable` for the first custom call that only a GPU or TPU implements."""
+    """Raise `NotCpuRunnable` for the first custom call XLA's CPU backend cannot run (`_UNRUNNABLE_TARGETS`)."""
     for instruction in module.instructions():
         if instruction.opcode == "custom-call":
             target = instruction.attributes.get("custom_call_target")
             target = target.strip('"') if isinstance(target, str) else ""
-            if _ACCELERATOR_TARGETS.fullmatch(target):
-                raise NotCpuRunnable(
-                    f"{_where(instruction)} calls {target}, which only a GPU or TPU implements: "
-                    "XLA's CPU backend cannot run it"
-                )
+            for pattern, reason in _UNRUNNABLE_TARGETS:
+                if pattern.fullmatch(target):
+                    raise NotCpuRunnable(f"{_where(instruction)} calls {target}, {reason}")
 
 
 def _elided_constants(module: Module) -> tuple[str, ...]:

@@ -8,14 +8,20 @@ import re
 import secrets
 import stat
 import sys
+import threading
 from pathlib import Path
 
 from hloopt.errors import HloError, parse_error_at
 
 
+def source_name(path: str) -> str:
+    """What messages call the input `path`: ``<stdin>`` for ``-``, which no one would take for a file's name."""
+    return "<stdin>" if path == "-" else path
+
+
 def read_text(path: str) -> str:
     """Read a UTF-8 text file (or stdin for ``-``); bad bytes are a located error."""
-    return decode_text(read_bytes(path), "<stdin>" if path == "-" else path)
+    return decode_text(read_bytes(path), source_name(path))
 
 
 def read_bytes(path: str) -> bytes:
@@ -159,6 +165,10 @@ def _final(target: Path) -> Path:
 
 #: The temporary files of this process's writes still under way (see `discard_partial_writes`).
 _writing: set[str] = set()
+#: Held from recording a temporary file's name to creating it, and by `discard_partial_writes`, so that a
+#: file is never created after the discard (run on another thread, it could fall between the two). Reentrant:
+#: a SIGTERM handler may run the discard on the very thread it interrupted between the two.
+_creating = threading.RLock()
 
 
 def _create_temporary(target: Path, mode: int) -> tuple[int, str]:
@@ -169,14 +179,15 @@ def _create_temporary(target: Path, mode: int) -> tuple[int, str]:
     """
     while True:
         temp = str(_parent(target) / f".{target.name}.{secrets.token_hex(4)}.tmp")
-        _writing.add(temp)
-        try:
-            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), temp
-        except FileExistsError:
-            _writing.discard(temp)
-        except BaseException:
-            _writing.discard(temp)
-            raise
+        with _creating:
+            _writing.add(temp)
+            try:
+                return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), temp
+            except FileExistsError:
+                _writing.discard(temp)
+            except BaseException:
+                _writing.discard(temp)
+                raise
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
@@ -280,6 +291,9 @@ def discard_partial_writes() -> None:
 
     A batch worker that is terminated mid-write (the pool ends every worker when one
     dies) runs no `finally`; its SIGTERM handler calls this so no temporary file is left.
+    It keeps the lock that creating one takes: the process exits next, and no other thread
+    creates a temporary file meanwhile.
     """
+    _creating.acquire()
     for temp in list(_writing):
         Path(temp).unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import PurePath
 
 from hloopt.errors import HloError
+from hloopt.support.fileio import source_name
 
 
 class Format(Enum):
@@ -100,7 +101,7 @@ def _proto_format(path: str, data: bytes) -> Format:
         inner = fields_of_first(data, 1)
         if inner is not None and inner.keys() >= _MODULE_FIELDS:
             return Format.PROTO_WRAPPER
-    raise HloError(f"{path}: not an HLO module: {_describe(data, fields)}")
+    raise HloError(f"{source_name(path)}: not an HLO module: {_describe(data, fields)}")
 
 
 def _describe(data: bytes, fields: dict[int, int] | None) -> str:

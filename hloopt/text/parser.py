@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from sys import intern
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
@@ -36,7 +36,9 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
-from hloopt.text.truncation import Units, end_of_input
+
+if TYPE_CHECKING:
+    from hloopt.text.truncation import Units
 
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)\s*$")
 _HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
@@ -291,6 +293,8 @@ def _splitters() -> Splitters:
 
 @lru_cache(maxsize=1)
 def _units() -> Units:
+    from hloopt.text.truncation import Units  # only for an error: not on the parser's start-up
+
     assert _POOL.lark is not None
     return Units.from_lark(_POOL.lark)
 
@@ -369,6 +373,8 @@ class _Parse:
         if (start, end) == (0, len(self.text)):
             history = getattr(err, "token_history", None)
             previous = history[-1].start_pos if history and history[-1] is not None else None
+            from hloopt.text.truncation import end_of_input
+
             ended = end_of_input(self.text, offset, self.locations.filename, _units(), previous)
             if ended is not None:
                 return ended

@@ -8,11 +8,14 @@ converter, the compiler or a custom call), so `IsolatedPool` (and its one-off
 forms `isolated_map`, `isolated_call`) runs calls in long-lived worker processes
 (``python -m hloopt.xla.bridge``) and turns a dead worker into an `XlaCrash` for
 exactly the call it was running, naming its file, stage and custom calls, then
-restarts the worker. Every public call that runs XLA goes through one, so XLA
-can neither kill nor log into the caller's process.
+restarts the worker. Every call of `execution` (run, execute, compare, the CLI's)
+goes through one, so XLA can neither kill nor log into the caller's process; the
+calls here (`compile_cpu`, `execute`, `canonical`) run XLA in the process that
+makes them, as do `formats.load`/`dump` and `hloopt.jax.jit`.
 
-Compiling readies every custom call the installed jaxlib implements on the CPU
-(`_ready_cpu_custom_calls`), as jax does for its own lowerings.
+Compiling in a worker readies every custom call the installed jaxlib implements on
+the CPU (`_ready_cpu_custom_calls`), as jax does for its own lowerings; in any other
+process only what jax itself readied is (for `hloopt.jax.jit`, what its lowering calls).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from hloopt.errors import HloError, HloParseError, SourceLocation, definition_of
 from hloopt.ir.element_types import NoNumpyType, numpy_dtype
 from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES
 from hloopt.ir.shape import ArrayShape
+from hloopt.xla.diagnostics import mlir_errors
 
 #: The stages a module goes through, in order; an `XlaError` names the one that failed.
 STAGES = ("parse", "convert", "compile", "execute")
@@ -101,26 +105,14 @@ class XlaCrash(XlaError):
     """A worker process died (signal, abort, timeout) while XLA was at `stage`."""
 
 
-#: An MLIR diagnostic's error line: ``error: "name": message`` (the location is the instruction's name)
-#: or ``FILE:LINE:COL: error: message``; its ``note:`` lines (the operation in MLIR's generic form, the
-#: bytecode version that produced it) say nothing a user can act on.
-_MLIR_ERROR = re.compile(
-    r'^\s*(?:[^\s:]*:\d+:\d+:\s*)?error:\s*(?:"(?P<name>[^"]+)":\s*)?(?P<message>.*)$', re.MULTILINE
-)
-
-
 def _one_line(message: str) -> tuple[str, str | None]:
     """XLA's message as one line, and the instruction it names: MLIR diagnostics (the StableHLO
-    converter's and verifier's refusals) keep only their error lines."""
-    errors = list(_MLIR_ERROR.finditer(message))
+    converter's and verifier's refusals) keep only their error lines, each said of its instruction."""
+    errors = mlir_errors(message)
     if not errors:
         return " ".join(line.strip() for line in message.strip().splitlines()), None
-    names = [error["name"] for error in errors if error["name"]]
-    said = "; ".join(
-        f"%{error['name']}: {error['message'].strip()}" if error["name"] else error["message"].strip()
-        for error in errors
-    )
-    return said, names[0] if names else None
+    said = "; ".join(f"%{error.name}: {error.message}" if error.name else error.message for error in errors)
+    return said, next((error.name for error in errors if error.name), None)
 
 
 # --- in-process XLA ------------------------------------------------------------------------
@@ -364,8 +356,12 @@ def _compile_cached(text: str) -> Executable:
         results = tuple(_leaf_shapes(program.result_shape()))
         stablehlo = _jax.mlir.hlo_to_stablehlo(proto)
     backend = _backend()
-    custom_calls = _custom_calls(module.to_string())
-    if custom_calls:  # LAPACK's initialisation imports scipy: only for a module that may need it
+    # XLA's print of the module names its custom calls; most modules have none, and are not printed again.
+    custom_calls = _custom_calls(module.to_string()) if "custom-call" in text else []
+    if custom_calls and _stage_listener is not None:
+        # Registering and initialising every target is for a worker process alone: in the caller's process
+        # (`hloopt.jax.jit`) jax readied what its lowering calls, and a library call does not register
+        # targets process-wide, initialise kernel modules or import scipy behind its caller's back.
         _ready_cpu_custom_calls()
     with jax_mlir.make_ir_context():
         with _stage("convert"):

@@ -12,7 +12,7 @@ backend computes what the Neuron device would; the caller's module is untouched.
 
 The caller's process parses and prepares each module (`with_numerics`) while a
 worker process imports jax; XLA compiles and runs only in the worker
-(`run_prepared`, `_compare`), so XLA can neither crash the caller nor log into it.
+(`run_prepared`, `compare_prepared`), so XLA can neither crash the caller nor log into it.
 """
 
 from __future__ import annotations
@@ -112,7 +112,6 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
 
     text = _text(module)
     copy = parse(text, label)
-    _refuse_host_callbacks(copy, label)
     check_executable(copy, text if located and isinstance(module, str) else None, label)
     passes = [CpuRunnable(), *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else [])]
     try:
@@ -121,26 +120,6 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
         raise NotCpuRunnable(f"{label}: {err}") from None
     notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
     return Prepared(copy.to_text() if report.changed else text, notes)
-
-
-#: jax's host callbacks (`jax.pure_callback`, `io_callback`, `debug.print`): custom calls into a table of
-#: Python functions that only the process that lowered the module has.
-_HOST_CALLBACK = re.compile(r"xla(?:_ffi)?(?:_partitioned)?(?:_buffer)?_python_(?:cpu_|gpu_)?callback")
-
-
-def _refuse_host_callbacks(module: Module, label: str) -> None:
-    """A host callback in another process reads a function table it does not have, and XLA dies with
-    SIGSEGV: name the instruction instead."""
-    for instruction in module.instructions():
-        target = instruction.attributes.get("custom_call_target") if instruction.opcode == "custom-call" else None
-        target = target.strip('"') if isinstance(target, str) else ""
-        if _HOST_CALLBACK.fullmatch(target):
-            computation = instruction.parent.name if instruction.parent is not None else "?"
-            raise ExecutionError(
-                f"{label}: %{instruction.name} (custom-call) in %{computation} calls {target}, "
-                "a jax host callback: it calls a Python function of the process that lowered the module, "
-                "which no other process can run"
-            )
 
 
 # --- inputs ----------------------------------------------------------------------------------
@@ -733,10 +712,10 @@ def compare(
     with worker_pool(pool) as workers:
         modules = [(with_numerics(m, side, label), label) for m, label, side in zip((a, b), labels, sides)]
         args = (modules, _host(inputs), rtol, atol, seed, max_bytes)
-        return isolated_call(_compare, *args, label=" against ".join(labels), pool=workers)
+        return isolated_call(compare_prepared, *args, label=" against ".join(labels), pool=workers)
 
 
-def _compare(
+def compare_prepared(
     modules: Sequence[tuple[Prepared, str]],
     inputs: Sequence[np.ndarray] | None,
     rtol: float,
@@ -744,7 +723,8 @@ def _compare(
     seed: int,
     max_bytes: int,
 ) -> CompareReport:
-    """`compare` of the prepared modules, in the worker."""
+    """`compare` of the modules `with_numerics` prepared (A's, B's, each with its label), in this process: what
+    a worker runs (`IsolatedPool.map`)."""
     runs = _run_all(modules, inputs, seed, max_bytes)
     outputs = runs.comparison(0, 1, rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings)

@@ -16,7 +16,7 @@ from typing import Any
 
 from hloopt.errors import HloError, parse_error_at
 from hloopt.ir.element_types import BY_NAME
-from hloopt.support.fileio import decode_text, read_bytes
+from hloopt.support.fileio import decode_text, read_bytes, source_name
 from hloopt.support.formats import (
     MLIR_BYTECODE_MAGIC,
     OUTPUT_EXTENSIONS,
@@ -25,6 +25,7 @@ from hloopt.support.formats import (
     detect,
     first_field,
 )
+from hloopt.xla.diagnostics import Diagnostic, mlir_errors
 
 #: Module attributes an HloModuleProto has no field for: they are lost going through `.pb`.
 PROTO_LOSSES = (
@@ -54,15 +55,16 @@ def load(path: str) -> Loaded:
     """The HLO text of the module in `path` (``-`` is stdin), whatever its format."""
     data = read_bytes(path)
     fmt = detect(path, data)
+    name = source_name(path)  # what every error of this file says it is about
     if fmt is Format.HLO:
-        return Loaded(decode_text(data, "<stdin>" if path == "-" else path), fmt)
+        return Loaded(decode_text(data, name), fmt)
     if fmt is Format.PROTO_WRAPPER:
         inner = first_field(data, 1)
         assert inner is not None  # detect() found it
-        return Loaded(proto_to_text(inner, path), fmt)
+        return Loaded(proto_to_text(inner, name), fmt)
     if fmt is Format.PROTO:
-        return Loaded(proto_to_text(data, path), fmt)
-    return Loaded(stablehlo_to_text(data, "<stdin>" if path == "-" else path), fmt)
+        return Loaded(proto_to_text(data, name), fmt)
+    return Loaded(stablehlo_to_text(data, name), fmt)
 
 
 def print_options() -> Any:
@@ -194,40 +196,13 @@ def stablehlo_to_text(data: bytes, path: str = "<bytes>") -> str:
     return _callees_first(_printed(computation.as_hlo_module(), path), path)
 
 
-@dataclass(frozen=True)
-class Diagnostic:
-    """MLIR's first meaningful error: where (`buffer` ``-`` is the text jaxlib was given) and what."""
-
-    buffer: str
-    line: int
-    column: int
-    message: str
-
-
-#: One MLIR diagnostic line: ``-:3:31: error: message``, ``"model.py":4:2: …`` from a ``loc(...)``,
-#: ``<unknown>:0: error: …`` with no column.
-_DIAGNOSTIC = re.compile(
-    r"^(?:[A-Z_]+: )?(?P<buffer>.*?):(?P<line>\d+)(?::(?P<column>\d+))?: (?P<kind>error|warning|note|remark): (?P<message>.*)$",
-    re.M,
-)
-#: What MLIR adds after the real error when a StableHLO parse fails: no news to a user.
-_GENERIC = re.compile(r"^Failed to parse using StableHLO")
 _REFUSED = "StableHLO that XLA cannot convert to HLO"
 
 
 def mlir_diagnostic(err: Exception) -> Diagnostic | None:
-    """The first meaningful error of an MLIR diagnostic; None if it has none.
-
-    MLIR's diagnostics run over lines: the error, then notes (``in bytecode version 6 produced by …``,
-    ``see current operation: …``) and a generic "Failed to parse using StableHLO …" error.
-    """
-    errors = [m for m in _DIAGNOSTIC.finditer(str(err)) if m.group("kind") == "error"]
-    specific = [m for m in errors if not _GENERIC.match(m.group("message"))] or errors
-    if not specific:
-        return None
-    first = specific[0]
-    line, column = int(first.group("line")), int(first.group("column") or 0)
-    return Diagnostic(first.group("buffer"), line, column, first.group("message").strip())
+    """The first meaningful error of an MLIR diagnostic (`mlir_errors`); None if it has none."""
+    errors = mlir_errors(str(err))
+    return errors[0] if errors else None
 
 
 def _stablehlo_error(err: Exception, data: bytes, path: str) -> HloError:

@@ -6,6 +6,8 @@ must fail there too, so the check refuses nothing that runs, and each near miss 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hloopt import parse
@@ -179,6 +181,18 @@ def test_without_its_source_the_error_is_one_line_naming_the_file() -> None:
         HloError, match=r"^m\.pb: %r in %e: operand 1 \(%q\) is f32\[8\], but add takes .*run the module$"
     ):
         check_executable(module, None, "m.pb")
+
+
+def test_a_source_that_does_not_define_the_instruction_names_the_file_not_line_one() -> None:
+    """Text other than the module's own (a caller's mistake) holds no line to point at: named only, as
+    without a source, never put at 1:1."""
+    module = parse(_source("add of different dimensions"), "m.hlo")
+    with pytest.raises(HloError) as caught:
+        check_executable(module, "HloModule other\n", "m.hlo")
+    assert not isinstance(caught.value, HloParseError)
+    assert re.fullmatch(
+        r"m\.hlo: %r in %e: operand 1 \(%q\) is f32\[8\], but add takes .*run the module", str(caught.value)
+    )
 
 
 @pytest.mark.parametrize("case", RUNS)

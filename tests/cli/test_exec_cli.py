@@ -336,7 +336,8 @@ def test_xla_refusals_are_one_line_on_the_instruction(tmp_path: Path) -> None:
 
 
 def test_what_hloopt_knows_xla_will_refuse_is_refused_before_xla_on_its_line(tmp_path: Path) -> None:
-    """`check_executable` in words of its own, the same through exec and compare; for a .pb, named only."""
+    """`check_executable` in words of its own, the same through exec and compare; for a .pb, named only,
+    A's refusal first."""
     path = tmp_path / "mismatch.hlo"
     path.write_text(SHAPE_MISMATCH)
     message = (
@@ -348,7 +349,12 @@ def test_what_hloopt_knows_xla_will_refuse_is_refused_before_xla_on_its_line(tmp
     assert invoke(compare_command, path, path)[2] == expected
     proto = tmp_path / "mismatch.pb"
     proto.write_bytes(bridge._parse(SHAPE_MISMATCH).as_serialized_hlo_module_proto())
-    assert invoke(exec_command, proto)[2] == f"hloopt: error: {proto}: {message}\n"
+    named = f"hloopt: error: {proto}: {message}\n"
+    assert invoke(exec_command, proto)[2] == named
+    # A .pb's text is XLA's print, not the file's: no LINE:COL of it, whichever side it is on.
+    assert invoke(compare_command, proto, proto)[2] == named
+    assert invoke(compare_command, proto, path)[2] == named
+    assert invoke(compare_command, path, proto)[2] == expected
 
 
 def test_max_bytes_says_sizes_in_a_unit_that_shows_them(files: Path) -> None:

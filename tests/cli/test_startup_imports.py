@@ -68,3 +68,4 @@ def test_run_on_a_module_without_constants_does_not_import_numpy(tmp_path: Path)
     modules = imported_modules("run", "one.hlo", cwd=tmp_path)
     assert "hloopt.text.parser" in modules and "lark" in modules
     assert sorted(m for m in modules if m.partition(".")[0] in HEAVY and m.partition(".")[0] != "lark") == []
+    assert "hloopt.text.truncation" not in modules  # it words an early end of the text: errors only

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 import time
@@ -224,3 +226,35 @@ def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:
     assert over["ok"] is False and over["outputs"][0]["max_abs_err"] > 0.001
     assert f"hloopt: numerics: {src}/fp8_bf16_mlp.hlo: outputs differ beyond tolerance" in result.stderr
     assert "int8_matmul.hlo: outputs" not in result.stderr
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("failing", ["Popen", "the second pipe"])
+def test_a_child_that_cannot_start_leaves_no_descriptor_open(monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """Out of descriptors or processes, starting a child fails with its error, every pipe end closed."""
+    out_of_resources = OSError(errno.EMFILE, "Too many open files")
+    if failing == "Popen":
+
+        def popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+            raise out_of_resources
+
+        monkeypatch.setattr(batch.subprocess, "Popen", popen)
+    else:
+        real_pipe, made = os.pipe, []
+
+        def pipe() -> tuple[int, int]:
+            if made:
+                raise out_of_resources
+            made.extend(real_pipe())
+            return made[0], made[1]
+
+        monkeypatch.setattr(batch.os, "pipe", pipe)
+    before = _open_fds()
+    with pytest.raises(OSError) as caught:
+        batch._Child()
+    assert caught.value is out_of_resources
+    monkeypatch.undo()
+    assert _open_fds() == before

@@ -164,6 +164,9 @@ def test_derived_sets() -> None:
     assert not {"add", "constant", "copy-start", "fusion", "map"} & opcodes.SIDE_EFFECT_OPCODES
     assert sorted(opcodes.UNARY_TO_REAL) == ["abs", "imag", "real"]
     assert sorted(opcodes.PREDICATES) == ["compare", "is-finite"]
+    assert opcodes.ELEMENTWISE_INFERRED <= opcodes.ELEMENTWISE
+    assert sorted(opcodes.ELEMENTWISE - opcodes.ELEMENTWISE_INFERRED) == ["convert", "stochastic-convert"]
+    assert not {"broadcast", "map", "reduce", "bitcast-convert"} & opcodes.ELEMENTWISE
 
 
 @pytest.mark.parametrize(

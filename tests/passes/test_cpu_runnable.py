@@ -336,18 +336,31 @@ def test_a_module_with_nothing_to_rewrite_is_unchanged() -> None:
 # --- refusals --------------------------------------------------------------------------------------
 
 
+ACCELERATOR = "which only a GPU or TPU implements: XLA's CPU backend cannot run it"
+HOST_CALLBACK = "a jax host callback: it calls a Python function by its index in a list that jax hands only to"
+#: Every spelling of jax's host-callback targets (plain and FFI, partitioned, buffer, CPU, GPU or either).
+HOST_CALLBACKS = [
+    f"xla{ffi}{partitioned}{buffer}_python_{platform}callback"
+    for ffi in ("", "_ffi")
+    for partitioned in ("", "_partitioned")
+    for buffer in ("", "_buffer")
+    for platform in ("", "cpu_", "gpu_")
+]
+
+
 @pytest.mark.parametrize(
-    "target",
+    ("target", "reason"),
     [
-        "__cublas$gemm",
-        "__cublas$lt$matmul",
-        "__cudnn$convForward",
-        "__triton",
-        "tpu_custom_call",
-        "te_fused_attn_fwd_ffi",
+        ("__cublas$gemm", ACCELERATOR),
+        ("__cublas$lt$matmul", ACCELERATOR),
+        ("__cudnn$convForward", ACCELERATOR),
+        ("__triton", ACCELERATOR),
+        ("tpu_custom_call", ACCELERATOR),
+        ("te_fused_attn_fwd_ffi", ACCELERATOR),
+        *((target, HOST_CALLBACK) for target in HOST_CALLBACKS),
     ],
 )
-def test_a_gpu_or_tpu_custom_call_is_refused_by_name(target: str) -> None:
+def test_a_custom_call_the_cpu_cannot_run_is_refused_by_name(target: str, reason: str) -> None:
     text = hlo(f"""
         HloModule m
 
@@ -365,10 +378,10 @@ def test_a_gpu_or_tpu_custom_call_is_refused_by_name(target: str) -> None:
     with pytest.raises(NotCpuRunnable) as caught:
         cpu_runnable(module)
     message = str(caught.value)
-    assert message.startswith(f"%gemm.7 (custom-call) in %fused calls {target}, which only a GPU or TPU implements")
+    assert message.startswith(f"%gemm.7 (custom-call) in %fused calls {target}, {reason}")
 
 
-@pytest.mark.parametrize("target", ["TopK", "te_op", "lapack_sgetrf_ffi"])
+@pytest.mark.parametrize("target", ["TopK", "te_op", "lapack_sgetrf_ffi", "xla_python_callback_helper"])
 def test_other_custom_calls_are_kept(target: str) -> None:
     text = hlo(f"""
         HloModule m

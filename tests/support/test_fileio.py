@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hloopt.errors import HloError
+from hloopt.support import fileio
 from hloopt.support.fileio import check_output, write_atomic
 
 
@@ -205,3 +206,34 @@ def test_dev_stdout_is_written_through_the_open_descriptor(tmp_path: Path, name:
     assert log.read_text() == ("kept\nnew\n" if append else "new\n")
     assert log.stat().st_ino == inode
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_discard_on_another_thread_never_falls_between_naming_a_temporary_file_and_creating_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM awaited on a thread discards the partial writes while the main thread writes: the file whose
+    name was just recorded is created before the discard looks, so the discard removes it."""
+    monkeypatch.setattr(fileio, "_creating", threading.RLock())  # the discard keeps it: this test's own
+    named, go_on = threading.Event(), threading.Event()
+    real_open = os.open
+
+    def slow_open(path: str, flags: int, mode: int = 0o777) -> int:
+        named.set()  # the name is in _writing, the file not yet made
+        go_on.wait(10)
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(fileio.os, "open", slow_open)
+    made: list[tuple[int, str]] = []
+    writer = threading.Thread(target=lambda: made.append(fileio._create_temporary(tmp_path / "out.hlo", 0o600)))
+    writer.start()
+    assert named.wait(10)
+    discard = threading.Thread(target=fileio.discard_partial_writes)
+    discard.start()
+    discard.join(0.3)
+    assert discard.is_alive()  # it waits for the file to exist
+    go_on.set()
+    writer.join(10)
+    discard.join(10)
+    ((fd, temp),) = made
+    os.close(fd)
+    assert not os.path.exists(temp) and os.listdir(tmp_path) == []

@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from hloopt.analysis.verifier import VerificationError
+from hloopt.errors import HloError
 from hloopt.passes.cpu_runnable import NotCpuRunnable
 from hloopt.xla.bridge import XlaCrash, XlaError, isolated_map
 from hloopt.xla.execution import CompareReport, ExecutionError, compare
@@ -76,6 +77,8 @@ def _outcome(result: object) -> str:
         return "compiled, dynamic result"
     if isinstance(result, NotCpuRunnable):
         return "refused by hloopt: not CPU-runnable"
+    if isinstance(result, HloError) and str(result).endswith("XLA would refuse to run the module"):
+        return "refused by hloopt: XLA would not run it"  # check_executable; each was refused before it too
     if isinstance(result, VerificationError) and "the input, before any pass" in str(result):
         return "refused by hloopt: invalid input"
     return f"other: {result}"

@@ -7,8 +7,11 @@ proto has no room for (`PROTO_LOSSES`, named to the user when they are present).
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -21,6 +24,7 @@ from hloopt.errors import HloError
 from hloopt.support.formats import Format, detect
 from hloopt.xla import formats
 from hloopt.xla.bridge import XlaCrash, canonical, isolated_map
+from hloopt.xla.diagnostics import Diagnostic
 
 MODULE = hlo(
     """
@@ -133,22 +137,27 @@ def test_a_file_that_is_no_module_is_one_clear_error(tmp_path: Path, name: str, 
         (
             "UNKNOWN: -:3:31: error: use of undeclared SSA value name\n<unknown>:0: error: Failed to parse using"
             " StableHLO v1.17.0, this could indicate forward incompatibility\n",
-            formats.Diagnostic("-", 3, 31, "use of undeclared SSA value name"),
+            Diagnostic("-", 3, 31, None, "use of undeclared SSA value name"),
         ),
         (
             "-:0:0: error: attempting to parse 120 bytes when only 6 remain\n"
             "-:0:0: note: in bytecode version 6 produced by: MLIR24.0.0git\n",
-            formats.Diagnostic("-", 0, 0, "attempting to parse 120 bytes when only 6 remain"),
+            Diagnostic("-", 0, 0, None, "attempting to parse 120 bytes when only 6 remain"),
         ),
         (
             "<unknown>:0: error: Failed to parse using StableHLO v1.22.0\n",
-            formats.Diagnostic("<unknown>", 0, 0, "Failed to parse using StableHLO v1.22.0"),
+            Diagnostic("<unknown>", 0, 0, None, "Failed to parse using StableHLO v1.22.0"),
+        ),
+        (
+            "Unable to parse module assembly:\nerror: \"c\": 'stablehlo.add' op requires the same shape for all"
+            ' operands and results\n note: "c": in bytecode version 6 produced by: MLIR23.0.0git',
+            Diagnostic("", 0, 0, "c", "'stablehlo.add' op requires the same shape for all operands and results"),
         ),
         ("INTERNAL: no diagnostic here", None),
     ],
-    ids=["error then the generic line", "error then a note", "only the generic line", "none"],
+    ids=["error then the generic line", "error then a note", "only the generic line", "named by the verifier", "none"],
 )
-def test_the_first_meaningful_mlir_error_is_kept(diagnostic: str, expected: formats.Diagnostic | None) -> None:
+def test_the_first_meaningful_mlir_error_is_kept(diagnostic: str, expected: Diagnostic | None) -> None:
     assert formats.mlir_diagnostic(RuntimeError(diagnostic)) == expected
 
 
@@ -159,6 +168,31 @@ def test_truncated_proto_of_a_real_module(tmp_path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(HloError, match=r"not an HLO module|not a readable HloModuleProto"):
         formats.load(str(path))
+
+
+def _unreadable_proto() -> bytes:
+    """A real module's proto with an opcode XLA does not know: every field in place, XLA refuses it."""
+    data = formats.dump(MODULE, Format.PROTO)
+    assert isinstance(data, bytes) and data.count(b"\x12\x03add") == 1
+    return data.replace(b"\x12\x03add", b"\x12\x03adx")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (_unreadable_proto, "<stdin>: not a readable HloModuleProto: Unknown opcode: adx"),
+        (lambda: b"\x08\x01\x10\x02", "<stdin>: not an HLO module: it is a protobuf message (fields 1, 2)"),
+    ],
+    ids=["XLA refuses the proto", "not a module"],
+)
+def test_a_binary_module_on_stdin_is_called_stdin(
+    monkeypatch: pytest.MonkeyPatch, data: Callable[[], bytes], message: str
+) -> None:
+    """Errors name stdin ``<stdin>``, as for text, whichever reader refuses it (never ``-:``)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data())))
+    with pytest.raises(HloError) as caught:
+        formats.load("-")
+    assert str(caught.value).startswith(message)
 
 
 def test_output_format_by_extension_and_override() -> None:

@@ -473,3 +473,16 @@ def test_complex_gradient() -> None:
         return jnp.abs(z * z)
 
     assert_same(jax.grad(hj.jit(fn, passes=None))(1.0 + 1.0j), jax.grad(jax.jit(fn))(1.0 + 1.0j))
+
+
+def test_a_host_callback_is_refused_by_name_in_the_callers_process_too() -> None:
+    """jax compiles its own lowering with the callback's function; hloopt compiles the module's text, which
+    has none: the call is refused before XLA runs it (it would die with SIGSEGV, taking the caller along)."""
+
+    def doubled_on_the_host(x: jax.Array) -> jax.Array:
+        return jax.pure_callback(lambda a: np.asarray(a) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1
+
+    with pytest.raises(
+        HloError, match=r"^doubled_on_the_host: %\S+ \(custom-call\) in %\S+ calls xla\w*_callback, a jax"
+    ):
+        hj.jit(doubled_on_the_host)(jnp.ones(3, jnp.float32))

@@ -165,3 +165,26 @@ def test_jaxlib_cpu_kernels_jax_registers_only_on_demand_run_too() -> None:
     (got,) = hloopt.execute(text, [np.asarray(a) for a in args])
     np.testing.assert_allclose(got, np.asarray(jax.jit(product)(*args)), rtol=1e-6)
     np.testing.assert_allclose(got, dense @ _B, rtol=1e-6)
+
+
+#: hloopt.jax.jit of a LAPACK call, in a fresh interpreter: it runs, and the bridge readied nothing itself.
+_JIT_IN_THE_CALLER = """
+import numpy as np, jax.numpy as jnp
+import hloopt.jax
+from hloopt.xla import bridge
+
+a = np.array([[4.0, 1.0], [2.0, 3.0]], np.float32)
+got = np.asarray(hloopt.jax.jit(jnp.linalg.inv)(a))
+np.testing.assert_allclose(got, np.linalg.inv(a), rtol=1e-6)
+print(bridge._ready_cpu_custom_calls.cache_info().currsize)
+"""
+
+
+def test_the_callers_process_keeps_jaxs_own_custom_call_registrations() -> None:
+    """`hloopt.jax.jit` compiles in its caller's process: jax readied the LAPACK targets its lowering calls,
+    and the bridge registers nothing process-wide there (it does so only in a worker)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _JIT_IN_THE_CALLER], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
