@@ -29,11 +29,25 @@ class HloParseError(HloError):
         super().__init__(self.render())
 
     def render(self) -> str:
-        """``FILE:LINE:COL: message``, the source line with its unprintable characters escaped, a caret."""
+        """``FILE:LINE:COL: message``, the source line with its unprintable characters escaped, a caret.
+
+        A long line (a 1 MB literal on one line) is shown clipped around the caret, ``…`` on each side
+        cut, so an error costs a screenful, never a copy of the input.
+        """
         loc = self.location
         line = self.source_line.expandtabs(1).rstrip("\n")
-        caret = " " * len(shown(line[: max(loc.column - 1, 0)])) + "^"
-        return f"{loc.filename}:{loc.line}:{loc.column}: {self.message}\n  {shown(line)}\n  {caret}"
+        column = max(loc.column - 1, 0)
+        start = max(0, min(column - SHOWN_BEFORE, len(line) - SHOWN_WIDTH))
+        end = start + SHOWN_WIDTH
+        before = ("…" if start > 0 else "") + shown(line[start:column])
+        after = shown(line[column:end]) + ("…" if end < len(line) else "")
+        caret = " " * len(before) + "^"
+        return f"{loc.filename}:{loc.line}:{loc.column}: {self.message}\n  {before}{after}\n  {caret}"
+
+
+#: The most characters of a source line an error shows, and how many of them come before the caret.
+SHOWN_WIDTH = 160
+SHOWN_BEFORE = 100
 
 
 def shown(text: str) -> str:

@@ -7,6 +7,7 @@ Subcommands that need numpy or XLA are imported only when invoked, so
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -420,10 +421,27 @@ def _dask_client(address: str) -> Client:
         from distributed import Client
     except ImportError:
         raise HloError("--dask-scheduler needs the optional extra: pip install 'hloopt[dask]'") from None
+    target = _scheduler_file_address(address) if os.path.isfile(address) else address
     try:
-        return Client(scheduler_file=address) if os.path.isfile(address) else Client(address)
-    except (OSError, ValueError, TypeError) as err:  # unreachable, timed out, not an address, a bad file
-        raise HloError(f"--dask-scheduler {address}: cannot connect to the Dask scheduler: {err}") from None
+        return Client(target)
+    except Exception as err:  # unreachable, timed out, not an address: Dask's own checks include asserts
+        reason = str(err) or type(err).__name__
+        raise HloError(f"--dask-scheduler {address}: cannot connect to the Dask scheduler: {reason}") from None
+
+
+def _scheduler_file_address(path: str) -> str:
+    """The address in the scheduler file `path` ('dask scheduler --scheduler-file' writes JSON with one),
+    read here so a file that is not one is an error saying so (Dask's reader only asserts)."""
+    from hloopt.support.fileio import read_text
+
+    try:
+        written = json.loads(read_text(path))
+    except (HloError, ValueError) as err:
+        raise HloError(f"--dask-scheduler {path}: not a Dask scheduler file (JSON): {err}") from None
+    address = written.get("address") if isinstance(written, dict) else None
+    if not isinstance(address, str) or not address:
+        raise HloError(f'--dask-scheduler {path}: not a Dask scheduler file: it has no "address" string')
+    return address
 
 
 def _echo_order_note(passes: str | None) -> None:

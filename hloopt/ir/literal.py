@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from hloopt.ir.element_types import (
@@ -96,6 +96,27 @@ class Literal:
             assert self._text is not None
             self._value = decode_literal(self._text, self.shape)
         return self._value
+
+    def converted(self, shape: ArrayShape, convert: Callable[[np.ndarray], np.ndarray]) -> Literal:
+        """This array literal with `convert` applied to its values, as a literal of `shape`.
+
+        What it costs is bounded by the literal's text, not its shape: ``{...}`` stays elided, and one
+        value written for many elements (XLA reads it as that value, then zeros) stays one value when
+        `convert` keeps zero a zero; `f16[99999999999] constant(1)` never becomes 186 GiB of array.
+        """
+        import numpy as np
+
+        if self.is_elided:
+            return Literal(shape, text=self.text)
+        own = _array_shape(self.shape)
+        if self._value is None and own.element_count > len(self.plain_text):  # fewer values written than held
+            written = _decode_array(self.plain_text, ArrayShape(own.element_type, (1,)))
+            pair = convert(np.concatenate([written, np.zeros(1, written.dtype)]))
+            if pair[1] == 0:
+                return Literal(shape, text=_format_element(pair[0], shape.element_type, scalar=True))
+        value = self.value
+        assert isinstance(value, np.ndarray)  # an array shape's value is an array
+        return Literal.from_value(shape, convert(value).reshape(shape.dims))
 
     def check(self) -> None:
         """Raise LiteralError if the text does not fit the shape: element count, value range (no decode).

@@ -18,7 +18,6 @@ from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import CastError, cast, resolve
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import COMPLEX_TYPES, numpy_dtype
-from hloopt.ir.literal import Literal
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import ArrayShape
 from hloopt.passes.base import OpExpanderPass, PassResult
@@ -86,9 +85,10 @@ class FoldConstantConverts(OpExpanderPass):
         literal = instruction.operands[0].literal
         target = instruction.shape
         assert literal is not None and isinstance(literal.shape, ArrayShape) and isinstance(target, ArrayShape)
-        assert isinstance(literal.value, np.ndarray)  # an array shape has an array value
-        value = convert_array(literal.value, literal.shape.element_type, target.element_type, self.numerics)
-        return builder.constant(Literal.from_value(target, value.reshape(target.dims)))
+        source = literal.shape.element_type
+        return builder.constant(
+            literal.converted(target, lambda array: convert_array(array, source, target.element_type, self.numerics))
+        )
 
     def run_on_module(self, module: Module) -> PassResult:
         """Repeat until nothing matches, so ``convert(convert(constant))`` folds all the way."""

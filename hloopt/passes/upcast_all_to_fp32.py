@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 from typing import cast as cast_type
 
@@ -230,7 +230,9 @@ def _retype(instruction: Instruction) -> None:
     literal = instruction.literal
     if literal is not None:
         new_shape = upcast_shape(literal.shape)
-        if literal.is_elided:
+        if isinstance(literal.shape, ArrayShape) and isinstance(new_shape, ArrayShape):
+            instruction.set_literal(literal.converted(new_shape, partial(_upcast_array, shape=literal.shape)))
+        elif literal.is_elided:
             instruction.set_literal(Literal(new_shape, text=literal.text))
         else:
             instruction.set_literal(Literal.from_value(new_shape, _upcast_value(literal.value, literal.shape)))
@@ -238,15 +240,21 @@ def _retype(instruction: Instruction) -> None:
         instruction.set_shape(upcast_shape(instruction.shape))
 
 
+def _upcast_array(array: np.ndarray, shape: ArrayShape) -> np.ndarray:
+    """The values of an array of `shape` as the f32 ones XLA's convert gives (others unchanged)."""
+    if shape.element_type not in UPCAST_TYPES:
+        return array
+    # reshape: the engine hands 0-d input back as shape (1,) (reported to its owner).
+    return cast(np.ascontiguousarray(array), shape.element_type, "f32", profile="xla").reshape(array.shape)
+
+
 def _upcast_value(value: LiteralValue, shape: Shape) -> LiteralValue:
     def leaf(item: tuple[object, Shape]) -> LiteralValue:
         value, array_shape = item
         assert isinstance(value, np.ndarray) and isinstance(array_shape, ArrayShape)
-        array = cast_type("np.ndarray[Any, Any]", value)  # an array shape's value is an array
-        if array_shape.element_type not in UPCAST_TYPES:
-            return array
-        # reshape: the engine hands 0-d input back as shape (1,) (reported to its owner).
-        return cast(np.ascontiguousarray(array), array_shape.element_type, "f32", profile="xla").reshape(array.shape)
+        return _upcast_array(
+            cast_type("np.ndarray[Any, Any]", value), array_shape
+        )  # an array shape's value is an array
 
     return fold_tree((value, shape), literal_parts, leaf, lambda _, values: tuple(values))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
@@ -78,8 +79,8 @@ def write_error(path: str | os.PathLike[str], err: OSError, *, directory: bool =
     target = Path(path)
     problem = _problem(target, directory, create=directory)
     if problem is None:  # the disk shows nothing in the way (a race, or access() allowed what the write did not)
-        if isinstance(err, PermissionError):
-            problem = f"cannot write in directory {_parent(target)}: permission denied"
+        if isinstance(err, PermissionError) or err.errno == errno.EROFS:
+            problem = f"cannot write in directory {_parent(target)}: {_denied(_parent(target), err)}"
         elif isinstance(err, IsADirectoryError):
             problem = "is a directory"
         else:
@@ -98,9 +99,11 @@ def _problem(target: Path, directory: bool, create: bool) -> str | None:
         if not directory and stat.S_ISDIR(mode):
             return "is a directory"
         if directory:
-            return None if os.access(target, os.W_OK | os.X_OK) else "cannot write in this directory: permission denied"
+            return (
+                None if os.access(target, os.W_OK | os.X_OK) else f"cannot write in this directory: {_denied(target)}"
+            )
         if not stat.S_ISREG(mode):  # written through, in place: its directory plays no part
-            return None if os.access(target, os.W_OK) else "permission denied"
+            return None if os.access(target, os.W_OK) else _denied(target)
     if not directory:
         target = _final(target)  # a symlink's target is what is replaced, beside itself
     parent = _parent(target)
@@ -115,7 +118,7 @@ def _problem(target: Path, directory: bool, create: bool) -> str | None:
         if ancestor != parent and not create:
             return f"directory {parent} does not exist"
         if not os.access(ancestor, os.W_OK | os.X_OK):
-            return f"cannot write in directory {ancestor}: permission denied"
+            return f"cannot write in directory {ancestor}: {_denied(ancestor)}"
         return None
     return None
 
@@ -130,6 +133,18 @@ def _mode(path: Path) -> int | str | None:
         return f"cannot reach {path}: permission denied"
     except OSError as err:
         return f"cannot reach {path}: {_reason(err)}"
+
+
+def _denied(path: Path, err: OSError | None = None) -> str:
+    """Why `path` cannot be written: a read-only mount says so (access() only says no, as for a
+    permission), since a user fixes the two differently."""
+    if err is not None and err.errno == errno.EROFS:
+        return "read-only file system"
+    try:
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return "read-only file system" if read_only else "permission denied"
 
 
 def _reason(err: OSError) -> str:

@@ -211,11 +211,6 @@ def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
         tail = layout.tail if layout is not None else ""
         if layout is not None and "P(" in tail:
             raise _fail(instruction, f"Layout has physical shape, but is not for a sparse array: {layout.to_text()}")
-        dim_levels = re.match(r"D\(([^)]*)\)", tail)
-        if dim_levels:
-            for item in dim_levels.group(1).split(","):
-                if item.strip().rstrip("+~") not in ("D", "C", "S", "H"):
-                    raise _fail(instruction, "expected a DimLevelType abbreviation (D, C, or S)")
 
 
 def _dims(value: Any) -> list[int]:
@@ -599,11 +594,33 @@ def _check_result_accuracy(instruction: Instruction) -> None:
         raise _fail(
             instruction, "expects attribute name in result_accuracy={mode=…} or {tolerance={…}}", "result_accuracy"
         )
-    for key, number in re.findall(r"(\w+)\s*=\s*([^,\s}]+)", tolerance.group(1)):
+    fields = tolerance.group(1)
+    if fields.strip() and _TOLERANCE_FIELDS.fullmatch(fields) is None:
+        raise _fail(instruction, "expects result_accuracy={tolerance={atol=D,rtol=D,ulps=N}}", "result_accuracy")
+    for key, number in _TOLERANCE_FIELD.findall(fields):
         if key not in ("atol", "rtol", "ulps"):
             raise _fail(instruction, f"invalid attribute name: {key}", "result_accuracy")
-        if (key == "ulps" and float(number) < 0) or (key != "ulps" and float(number) < 0):
+        if not number:
+            continue
+        if _DECIMAL.fullmatch(number) is None or (number.lstrip("-") != "inf" and math.isinf(float(number))):
+            raise _fail(instruction, f"expects decimal or integer for {key}, found {number[:40]!r}", "result_accuracy")
+        if _INTEGER.fullmatch(number) and not -(2**63) <= int(number) < 2**63:  # XLA's lexer reads it as an int64
+            raise _fail(instruction, f"expects decimal or integer for {key}, found {number[:40]!r}", "result_accuracy")
+        # XLA keeps atol and rtol as doubles and ulps as the double cut to an int64; out of its range
+        # (inf, nan, 1e30) the cut is undefined and XLA aborts, as it does on a negative or NaN tolerance.
+        value = float(number)
+        if value <= -1 or (key != "ulps" and value < 0):
             raise _fail(instruction, f"negative tolerance {key}={number}", "result_accuracy")
+        if math.isnan(value) or (key == "ulps" and value >= 2**63):
+            raise _fail(instruction, f"invalid tolerance {key}={number} (XLA aborts on it)", "result_accuracy")
+
+
+#: A number as XLA's lexer reads one where it parses a double (no ``+``, no leading ``.``, no ``_``, ``inf``
+#: and ``nan`` in lower case); a finite one too large for a double is refused after it is read.
+_INTEGER = re.compile(r"-?\d+")
+_DECIMAL = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|-\.\d+(?:[eE][+-]?\d+)?|-?inf|-?nan")
+_TOLERANCE_FIELD = re.compile(r"\s*(\w+)\s*=\s*([^,\s{}]*)\s*")  # XLA reads `atol=` alone as 0
+_TOLERANCE_FIELDS = re.compile(rf"{_TOLERANCE_FIELD.pattern}(?:,{_TOLERANCE_FIELD.pattern})*")
 
 
 _STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'

@@ -84,7 +84,93 @@ def proto_to_text(data: bytes, path: str = "<bytes>") -> str:
         module = hlo.HloModule.from_serialized_hlo_module_proto(data)
     except Exception as err:
         raise HloError(f"{path}: not a readable HloModuleProto: {_first_line(err)}") from None
-    return _callees_first(str(module.to_string(print_options())), path)
+    return _callees_first(_printed(module, path), path)
+
+
+def _printed(module: Any, path: str) -> str:
+    """XLA's print of `module` as text. A config XLA prints raw (``backend_config={…}``, a JSON-like one)
+    may hold bytes that are not UTF-8 (a proto's config is bytes): that config is written as a quoted
+    string instead, its bytes C-escaped (``\\377``), which XLA's parser reads back as the same bytes."""
+    try:
+        return str(module.to_string(print_options()))
+    except UnicodeDecodeError as err:
+        data = err.object if isinstance(err.object, bytes) else bytes(err.object)
+    return _escape_raw_configs(data, path)
+
+
+#: A config XLA printed raw, as its printer writes it: from ``backend_config={`` to the ``}`` that balances it.
+_RAW_CONFIG = b", backend_config={"
+
+
+def _escape_raw_configs(data: bytes, path: str) -> str:
+    """`data`, XLA's print with bytes that are not UTF-8, decoded; those bytes must be in raw configs."""
+    pieces: list[bytes] = []
+    done = 0
+    while True:
+        try:
+            text = data[done:].decode("utf-8")
+        except UnicodeDecodeError as err:
+            bad = done + err.start
+        else:
+            return b"".join(pieces).decode("utf-8") + text
+        config = _enclosing_raw_config(data, bad)
+        if config is None:
+            line = data.count(b"\n", 0, bad) + 1
+            raise HloError(
+                f"{path}: XLA prints byte 0x{data[bad]:02x} (not UTF-8) on line {line} of this module, outside a config"
+            )
+        start, end = config
+        pieces.append(data[done:start])
+        pieces.append(b'"' + _c_escaped(data[start:end]) + b'"')
+        done = end
+
+
+def _enclosing_raw_config(data: bytes, offset: int) -> tuple[int, int] | None:
+    """The span ``{…}`` of the raw config that holds `offset`, or None."""
+    opening = data.rfind(_RAW_CONFIG, 0, offset)
+    while opening >= 0:
+        start = opening + len(_RAW_CONFIG) - 1
+        end = _balanced_end(data, start)
+        if end is not None and offset < end:
+            return start, end
+        opening = data.rfind(_RAW_CONFIG, 0, opening)
+    return None
+
+
+def _balanced_end(data: bytes, start: int) -> int | None:
+    """Where the ``{`` at `start` is closed (just past its ``}``), strings skipped as XLA's lexer skips them."""
+    depth, in_string, escaped = 0, False, False
+    for index in range(start, len(data)):
+        byte = data[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == ord("\\"):
+                escaped = True
+            elif byte == ord('"'):
+                in_string = False
+        elif byte == ord('"'):
+            in_string = True
+        elif byte == ord("{"):
+            depth += 1
+        elif byte == ord("}"):
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return None
+
+
+def _c_escaped(raw: bytes) -> bytes:
+    """`raw` as a C string's contents, as absl's CEscape writes them (what XLA's lexer unescapes)."""
+    named = {
+        ord("\n"): b"\\n",
+        ord("\r"): b"\\r",
+        ord("\t"): b"\\t",
+        ord('"'): b'\\"',
+        ord("'"): b"\\'",
+        ord("\\"): b"\\\\",
+    }
+    return b"".join(named.get(byte) or (bytes((byte,)) if 0x20 <= byte < 0x7F else b"\\%03o" % byte) for byte in raw)
 
 
 def _callees_first(text: str, path: str) -> str:
@@ -107,7 +193,7 @@ def stablehlo_to_text(data: bytes, path: str = "<bytes>") -> str:
         computation = _jax.mlir.mlir_module_to_xla_computation(data, use_tuple_args=False, return_tuple=False)
     except Exception as err:
         raise _stablehlo_error(err, data, path) from None
-    return _callees_first(str(computation.as_hlo_module().to_string(print_options())), path)
+    return _callees_first(_printed(computation.as_hlo_module(), path), path)
 
 
 _REFUSED = "StableHLO that XLA cannot convert to HLO"
