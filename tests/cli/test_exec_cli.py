@@ -259,11 +259,22 @@ def test_an_isolated_pool_outlives_its_zygote() -> None:
         assert pool._zygote._process.pid != zygote  # pyright: ignore[reportOptionalMemberAccess]
 
 
-#: A jax host callback whose index no process has: XLA's CPU runtime dies with SIGSEGV while it runs.
+#: A jax host callback whose index no process has: refused by name before XLA sees it.
 HOST_CALLBACK = """HloModule callback
 ENTRY main {
   x = f32[2]{0} parameter(0)
   ROOT cb = f32[2]{0} custom-call(x), custom_call_target="xla_ffi_python_cpu_callback", api_version=API_VERSION_TYPED_FFI, backend_config={index = 123456 : ui64}
+}
+"""
+
+#: A LAPACK triangular solve whose matrix is 1x1 but whose right-hand side has 4M rows: jaxlib reads the matrix
+#: by the right-hand side's size and the worker dies with SIGSEGV while it runs, on every jaxlib line. (A host
+#: callback with no index list crashed jaxlib 0.10 but is a plain error in 0.12.)
+OUT_OF_BOUNDS_SOLVE = """HloModule trsm
+ENTRY main {
+  a = f32[1,1]{1,0} parameter(0)
+  b = f32[4000000,1]{1,0} parameter(1)
+  ROOT cb = f32[4000000,1]{1,0} custom-call(a, b), custom_call_target="lapack_strsm_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={diag = 85 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}
 }
 """
 
@@ -292,10 +303,11 @@ def test_a_worker_death_names_the_file_the_stage_and_what_ran(files: Path) -> No
     code, _, err = invoke(compare_command, files / "a.hlo", crash)
     assert code == 2 and f"{files / 'a.hlo'} against {crash}: XLA compile failed: worker died with SIGSEGV" in err
     with pytest.raises(XlaCrash) as caught:
-        isolated_call(bridge.execute, HOST_CALLBACK, [np.ones(2, np.float32)], label="callback.hlo")
+        rows = np.ones((4_000_000, 1), np.float32)
+        isolated_call(bridge.execute, OUT_OF_BOUNDS_SOLVE, [np.ones((1, 1), np.float32), rows], label="trsm.hlo")
     assert str(caught.value) == (
-        "callback.hlo: XLA execute failed: worker died with SIGSEGV while running callback, "
-        "whose custom calls are: %cb (xla_ffi_python_cpu_callback)"
+        "trsm.hlo: XLA execute failed: worker died with SIGSEGV while running trsm, "
+        "whose custom calls are: %cb (lapack_strsm_ffi)"
     )
 
 
