@@ -23,11 +23,12 @@ from hloopt.driver.chunks import Place, as_file, in_chunk, label
 from hloopt.errors import HloError, HloParseError
 from hloopt.support.fileio import check_output, make_directories, source_name, write_atomic
 from hloopt.support.formats import Format
+from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
 from hloopt.xla import formats
 
 if TYPE_CHECKING:
     from hloopt.driver.batch import Shard
-    from hloopt.passes.pipeline import PassReport
+    from hloopt.passes.pipeline import ChangedCheck, PassReport
     from hloopt.xla.bridge import IsolatedPool
     from hloopt.xla.execution import CompareReport
 
@@ -51,8 +52,8 @@ class RunOptions:
     verify_numerics: bool = False
     #: With verify_numerics: also compare the module after each pass that changed it (`compare_passes`).
     per_pass: bool = False
-    rtol: float = 1e-2
-    atol: float = 1e-3
+    rtol: float = VERIFY_RTOL
+    atol: float = VERIFY_ATOL
     #: ``hlo``, ``pb`` or ``mlir``: what outputs are written as (None: by -o's extension; a batch
     #: member keeps its input's format).
     output_format: str | None = None
@@ -64,6 +65,8 @@ class RunOptions:
     jobs: int | None = None
     report_path: str | None = None
     shard: Shard | None = None
+    #: The pipeline's changed-flag check (`run_pipeline`'s `check_changed`; the CLI reads $HLOOPT_CHECK_PASS_CHANGED).
+    check_changed: ChangedCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,7 @@ def _process_module(
             numerics=options.numerics,
             dump_dir=dump,
             original=lambda: parse(located, name),
+            check_changed=options.check_changed,
             after_pass=(lambda pass_name, after: result.stages.append((pass_name, after)))
             if options.per_pass
             else None,
