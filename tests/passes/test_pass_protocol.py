@@ -108,7 +108,7 @@ def test_pass_objects_run_in_the_pipeline_after_what_was_named_before_them(tmp_p
         "01-after-fold-constant-converts.hlo",
         "02-after-negate-root.hlo",
     ]
-    first = run_pipeline(parse(CHAIN), [_NegateRoot(), "fold-constant-converts"])
+    first = run_pipeline(parse(CHAIN), [_NegateRoot(), "fold-constant-converts"], check_changed="both")
     assert [p.name for p in first.passes] == ["negate-root", "fold-constant-converts"]
 
 
@@ -160,4 +160,4 @@ def test_unreadable_metadata_built_in_the_ir_is_a_clear_error() -> None:
     dot = module.entry.instructions[-1]
     dot.set_attributes({**dot.attributes, "metadata": "{oops}"})
     with pytest.raises(HloError, match="%d: cannot read its metadata or frontend attributes: expects attribute name"):
-        run_pipeline(module, "all")
+        run_pipeline(module, "all", check_changed="both")
