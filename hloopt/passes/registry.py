@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # importing base at run time would import the analysis layer 
 class PassInfo:
     """One registry row; `create(options)` imports the pass module and builds a pass object."""
 
+    #: The kebab-case name, written only here: the class takes it when it is defined (`HloPass`).
     name: str
     number: int
     class_name: str
