@@ -60,9 +60,7 @@ class PassError(HloError):
     def after(self, passes: tuple[str, ...]) -> PassError:
         """The same error, naming the passes that ran before (which the pipeline knows)."""
         what, pass_name, instruction, _ = self._args
-        error = PassError(what, pass_name, instruction, passes)
-        error.__cause__ = self.__cause__
-        return error
+        return PassError(what, pass_name, instruction, passes)
 
 
 def pass_name(hlo_pass: HloPass) -> str:
