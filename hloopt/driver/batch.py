@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -456,9 +457,9 @@ def _result(job: Job, outcome: Any) -> FileResult:
     return _failed_file(job, f"{job.path}: internal error: {said}")
 
 
-def _why(crash: Crash) -> str:
+def _why(crash: Crash | None) -> str:
     """A death in words: XLA's stage and how, when XLA ran in the worker (a .pb or .mlir read through jaxlib)."""
-    if crash.stage == "start":
+    if crash is None or crash.stage == "start":
         return "crash or out of memory"
     return f"XLA {crash.stage} failed: {crash.message}"
 
@@ -516,6 +517,10 @@ def _on_executor(
             for job, future in done:
                 try:
                     result = future.result()
+                except BrokenProcessPool:  # the executor's own worker process died on it
+                    result = _failed_file(
+                        job, f"{job.path}: the worker process died while processing this file ({_why(None)})"
+                    )
                 except Exception as err:
                     result = _failed_file(job, f"{job.path}: the executor lost this file: {type(err).__name__}: {err}")
                 yield job, result
