@@ -15,9 +15,9 @@ from batch_children import REAL, kills_on, slow_to_rename
 from processes import alive, children
 
 from hloopt.driver import batch
-from hloopt.support import pool
 from hloopt.driver.batch import discover, run_batch
 from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file
+from hloopt.support import pool
 
 PLAIN = """\
 HloModule plain

@@ -26,8 +26,8 @@ from batch_children import kills_on
 
 import hloopt.batch
 from hloopt.driver import batch, flow
-from hloopt.support import pool
 from hloopt.driver.flow import Job, RunOptions
+from hloopt.support import pool
 
 if TYPE_CHECKING:
     from distributed import Client
