@@ -108,6 +108,13 @@ def shard_of(key: PurePosixPath, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count + 1
 
 
+@dataclass(frozen=True)
+class Unlisted(Job):
+    """A subdirectory `discover` could not list: a failed member of the batch, as an unreadable file is."""
+
+    reason: str = ""
+
+
 @dataclass
 class Skipped(FileResult):
     """A file a directory's globs found that is not a module (an XLA report, jax's compile options):
@@ -252,7 +259,7 @@ def discover(root: Path, globs: Sequence[str] = DEFAULT_GLOBS, exclude: Path | N
 
     def walk_error(err: OSError) -> None:  # a subdirectory that cannot be listed: a failed member, as a file is
         relative = PurePosixPath(Path(err.filename).relative_to(root).as_posix())
-        found.append((relative, Job(str(err.filename), relative)))
+        found.append((relative, Unlisted(str(err.filename), relative, err.strerror or type(err).__name__)))
 
     for directory, subdirs, files in os.walk(root, onerror=walk_error):
         here = Path(directory)
@@ -340,15 +347,6 @@ _KINDS = {
 }
 
 
-def _unlistable(path: str) -> str:
-    """Why the directory at `path` cannot be listed."""
-    try:
-        os.listdir(path)
-    except OSError as err:
-        return err.strerror or type(err).__name__
-    return "it could not be listed when the batch started"
-
-
 def not_a_module(job: Job) -> str | None:
     """Why the file `job` found in a directory is not a module, or None when it is one or may be (a file
     INPUT, named by the user, always may be).
@@ -405,8 +403,8 @@ def _work(job: Job, options: RunOptions) -> FileResult:
     and --per-pass stages: they were compared here, so no module's text ever leaves its worker.
     """
     if job.relative is not None:
-        if os.path.isdir(job.path):  # `discover` could not list it
-            return _failed_file(job, f"{job.path}: cannot list directory: {_unlistable(job.path)}")
+        if isinstance(job, Unlisted):
+            return _failed_file(job, f"{job.path}: cannot list directory: {job.reason}")
         if (reason := not_a_module(job)) is not None:
             return Skipped(job.name, [], reason=reason)
     result = process_file(job, options)
