@@ -31,7 +31,7 @@ print(float(jax.jit(lambda x: (x * 2).sum())(jnp.arange(4.0))))
 options = hloopt.batch.RunOptions(passes="all", check=True, jobs=2, verify_numerics=sys.argv[2] == "verify")
 report = hloopt.batch.run([sys.argv[1]], options).to_dict()
 print(json.dumps({"summary": report["summary"], "numerics": [m["numerics"] is not None for m in report["modules"]]}))
-double = "HloModule d\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, p)\n}\n"
+double = "HloModule d\\nENTRY e {\\n  p = f32[2] parameter(0)\\n  ROOT r = f32[2] add(p, p)\\n}\\n"
 with hloopt.IsolatedPool(2) as pool:
     runs = [hloopt.execute(double, [np.array([i, 1.0], np.float32)], pool=pool)[0].tolist() for i in range(3)]
 print(json.dumps(runs + [hloopt.execute(double, [np.ones(2, np.float32)])[0].tolist()]))
