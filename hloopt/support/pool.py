@@ -293,6 +293,8 @@ class _Worker:
             note = f"worker died with {signal.Signals(-code).name}" if code < 0 else f"worker exited with code {code}"
         lines = _read_from(self._stderr.fileno(), stderr_start).decode(errors="replace").splitlines()
         causes = [line.strip() for line in lines if _CAUSE.search(line)][:3]
+        if not causes and code > 0 and any(line.strip() for line in lines):  # Python's own end: its last line
+            causes = [next(line.strip() for line in reversed(lines) if line.strip())]
         return "; ".join([note, *causes])
 
 
@@ -352,7 +354,9 @@ class WorkerPool:
 
     `preload` are modules each worker imports as it starts (jax for XLA workers: the import runs
     while the caller still prepares its call); `env` is added to each worker's environment. Several
-    threads may use one pool at once: each takes an idle worker or starts one.
+    threads may use one pool at once: each takes an idle worker or starts one. Once a call has killed
+    its worker, the pool keeps one spare worker started, so that the next death is replaced by a
+    worker that has imported its modules already (a corpus run crashes XLA again and again).
     """
 
     def __init__(self, workers: int = 1, *, preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
@@ -361,6 +365,7 @@ class WorkerPool:
         self._env = env
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
+        self._spare: _Worker | None = None
         self._lock = threading.Lock()
 
     def __enter__(self) -> WorkerPool:
@@ -444,7 +449,10 @@ class WorkerPool:
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], *, timeout: float | None = None) -> Any:
         """``fn(*args)`` in an idle worker (or a new one), in this thread; its outcome as `results` says."""
         with self._lock:
-            worker = self._idle.pop() if self._idle else None
+            if self._idle:
+                worker: _Worker | None = self._idle.pop()
+            else:
+                worker, self._spare = self._spare, None
         worker = worker or _Worker(self._preload, self._env)
         with self._lock:
             self._busy.add(worker)
@@ -460,6 +468,13 @@ class WorkerPool:
                     self._idle.append(worker)
             if not kept:  # dead, or its state unknown (an exception here): not reused
                 worker.close()
+                self._keep_a_spare()
+
+    def _keep_a_spare(self) -> None:
+        """Start the spare worker, unless there is one (or no process can be started now: it is not needed yet)."""
+        with self._lock, suppress(OSError):
+            if self._spare is None:
+                self._spare = _Worker(self._preload, self._env)
 
     def _end_busy(self) -> None:
         """End the workers running calls (their callers then see them die)."""
@@ -473,5 +488,6 @@ class WorkerPool:
         with self._lock:
             idle, self._idle = self._idle, []
             busy = list(self._busy)
-        for worker in idle + busy:
+            spare, self._spare = self._spare, None
+        for worker in [*idle, *busy, *([spare] if spare is not None else [])]:
             worker.close()
