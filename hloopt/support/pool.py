@@ -449,10 +449,11 @@ class WorkerPool:
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], *, timeout: float | None = None) -> Any:
         """``fn(*args)`` in an idle worker (or a new one), in this thread; its outcome as `results` says."""
         with self._lock:
-            if self._idle:
-                worker: _Worker | None = self._idle.pop()
-            else:
-                worker, self._spare = self._spare, None
+            worker, spare = (self._idle.pop(), None) if self._idle else (None, self._spare)
+            self._spare = None if worker is None else self._spare
+        if worker is None and spare is not None:  # the spare is taken: the next one starts now
+            worker = spare
+            self._keep_a_spare()
         worker = worker or _Worker(self._preload, self._env)
         with self._lock:
             self._busy.add(worker)
