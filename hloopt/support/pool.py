@@ -62,13 +62,13 @@ class Crash:
 
     stage: str
     detail: str
-    note: str
+    how: str
+    causes: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
         """How it died and what it was running, then the causes: ``worker died with SIGSEGV while compiling m``."""
-        how, *causes = self.note.split("; ")
-        return "; ".join([f"{how} {self.detail}" if self.detail else how, *causes])
+        return "; ".join([f"{self.how} {self.detail}" if self.detail else self.how, *self.causes])
 
 
 @dataclass(frozen=True)
@@ -277,9 +277,9 @@ class _Worker:
                     stage, detail = value
                     continue
                 return value if kind == "ok" else _rebuilt(value) if kind == "error" else Bug(value)
-        return Crash(stage, detail, self._death_note(watch, stderr_start))
+        return Crash(stage, detail, *self._death_note(watch, stderr_start))
 
-    def _death_note(self, watch: _Watch, stderr_start: int) -> str:
+    def _death_note(self, watch: _Watch, stderr_start: int) -> tuple[str, tuple[str, ...]]:
         """How the worker died, and the lines of its stderr that say why."""
         if watch.expired or watch.dying:
             with suppress(ProcessLookupError):
@@ -295,7 +295,7 @@ class _Worker:
         causes = [line.strip() for line in lines if _CAUSE.search(line)][:3]
         if not causes and code > 0 and any(line.strip() for line in lines):  # Python's own end: its last line
             causes = [next(line.strip() for line in reversed(lines) if line.strip())]
-        return "; ".join([note, *causes])
+        return note, tuple(causes)
 
 
 def _end(owner: int, process: subprocess.Popen[bytes], requests: BinaryIO, *closing: Any) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from batch_children import kills_on
 from hlo_text import hlo
 
 from hloopt import parse
@@ -378,3 +379,28 @@ def test_an_unreadable_subdirectory_fails_alone(tmp_path: Path) -> None:
     assert unlisted["error"]["message"] == f"{unlisted['path']}: cannot list directory: File name too long"
     assert "2 processed, 1 changed, 0 unchanged, 1 failed" in result.stderr, result.stderr
     assert (out / "plain.hlo").exists()
+
+
+@pytest.mark.parametrize("names", [["a.hlo", "boom.hlo", "z.hlo"], ["boom.hlo"]], ids=["three files", "one file"])
+def test_a_module_that_kills_its_process_costs_only_itself_with_jobs_1(tmp_path: Path, names: list[str]) -> None:
+    """--jobs 1 and a batch of one file run in a worker process too: the summary and the report are written."""
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in names:
+        (root / name).write_text(PLAIN)
+    entry = (
+        f"from hloopt.support import pool; pool.PROGRAM = {kills_on('boom.hlo')!r}; "
+        "from hloopt.cli.main import main; main()"
+    )
+    args = ["run", str(root), "-o", str(tmp_path / "out"), "--jobs", "1", "--report", str(tmp_path / "r.json")]
+    result = subprocess.run(
+        [sys.executable, "-c", entry, *args], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1, result.stderr
+    others = len(names) - 1
+    assert f"{len(names)} processed, {others} changed, 0 unchanged, 1 failed" in result.stderr, result.stderr
+    died = f"{root}/boom.hlo: the worker process died while processing this file (crash or out of memory)"
+    assert f"hloopt: error: {died}" in result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [m["error"] for m in report["modules"] if m["error"]] == [{"message": died}]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [n for n in names if n != "boom.hlo"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from batch_children import REAL, slow_to_rename
-from processes import alive
+from processes import alive, workers_of
 
 from hloopt.support import fileio
 
@@ -44,26 +44,6 @@ def hloopt(program: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", entry, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def workers_of(pid: int) -> set[int]:
-    """The running worker processes that `pid` started, found by their command line's marker."""
-    found: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (
-            len(argv) > 6
-            and b"hloopt.support.pool" in argv[2]
-            and argv[6] == str(pid).encode()
-            and alive(int(entry.name))
-        ):
-            found.add(int(entry.name))
-    return found
 
 
 def wait_for(condition: object, what: str, seconds: float = 120) -> None:
