@@ -295,11 +295,11 @@ def run(
     """Process the INPUTs' modules; `advance` is called as each file finishes.
 
     `jobs` are the modules `plan` found (by default the options are checked and planned here).
-    Without an `executor` they run in --jobs local processes; with one (Dask's
-    ``client.get_executor()``, a process pool), each file is a task on it. Either way at most
-    `max_in_flight` files (default `in_flight` of --jobs or the CPU count) are submitted and
-    not yet tallied, and --verify-numerics compares each file where it was processed, so only
-    small records come home and memory does not grow with the number of files; the report is the same.
+    Without an `executor` they run in --jobs local worker processes, a file each at a time; with
+    one (Dask's ``client.get_executor()``, a process pool), each file is a task on it, at most
+    `max_in_flight` (default `in_flight` of --jobs or the CPU count) submitted and not yet tallied.
+    Either way --verify-numerics compares each file where it was processed, so only small records
+    come home and memory does not grow with the number of files; the report is the same.
     """
     if jobs is None:
         options = check_options(inputs, options)

@@ -1,4 +1,4 @@
-"""hloopt.driver.batch in-process: discovery, a worker process that dies, --verify-numerics over a directory."""
+"""hloopt.driver.batch from Python: discovery, a worker process that dies, --verify-numerics over a directory."""
 
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ def modules(files: list[FileResult]) -> list[ModuleResult]:
     return [module for file in files for module in file.modules]
 
 
-@pytest.mark.parametrize("count", [12, 60], ids=["a file per task", "several files per task"])
-def test_a_dying_child_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
-    """The child that dies is replaced; the files of its task after the one it died on go to the new one."""
+@pytest.mark.parametrize("count", [12, 60])
+def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """The worker that dies is replaced; the files after the one it died on go to the new one."""
     names = [f"m{i:02d}.hlo" for i in range(count)]
     names.insert(7, "boom.hlo")
     for name in names:
@@ -60,11 +60,11 @@ def test_a_dying_child_costs_only_its_module(tmp_path: Path, monkeypatch: pytest
     }
     assert all(r.status == "changed" for name, r in by_name.items() if name != "boom.hlo")  # made canonical
     assert sorted(p.name for p in out.iterdir()) == sorted(n for n in names if n != "boom.hlo")
-    assert children() == before  # every child, the dead one's successor too, ended with the batch
+    assert children() == before  # every worker, the dead one's successor too, ended with the batch
 
 
 def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C (here raised as the first file comes home) ends the children: the one caught between
+    """Ctrl-C (here raised as the first file comes home) ends the workers: the one caught between
     writing its temporary file and renaming it removes the file, and the call returns at once."""
     src, out = tmp_path / "in", tmp_path / "out"
     src.mkdir()
@@ -76,7 +76,7 @@ def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monk
     def interrupt(result: FileResult) -> None:
         deadline = time.monotonic() + 30
         while not any(p.name.startswith(".slow.hlo") or "slow.hlo." in p.name for p in out.iterdir()):
-            assert time.monotonic() < deadline, "the slow child never wrote its temporary file"
+            assert time.monotonic() < deadline, "the slow worker never wrote its temporary file"
             time.sleep(0.05)
         raise KeyboardInterrupt
 
@@ -88,18 +88,23 @@ def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monk
     assert children() == before
 
 
-def test_idle_children_end_at_once_however_the_signal_lands(tmp_path: Path) -> None:
-    """The batch ends its children as soon as the last file is home, while each may be on its way back to
+def test_idle_workers_end_at_once_however_the_signal_lands(tmp_path: Path) -> None:
+    """The batch ends its workers as soon as the last file is home, while each may be on its way back to
     read the next request: SIGTERM must end it there too, never leave the call waiting on it (the
-    children's numpy threads are started by then, so the signal may land on any thread)."""
+    workers' numpy threads are started by then, so the signal may land on any thread)."""
     for name in ("a.hlo", "b.hlo"):
         (tmp_path / name).write_text((EXAMPLES / "fp8_mlp.hlo").read_text())  # constants: numpy's threads start
     before = children()
+    home: list[float] = []  # when each file came home
     slowest = 0.0
     for _ in range(12):
-        start = time.monotonic()
-        run_batch(discover(tmp_path), RunOptions(passes="all", check=True), workers=2)
-        slowest = max(slowest, time.monotonic() - start)
+        run_batch(
+            discover(tmp_path),
+            RunOptions(passes="all", check=True),
+            workers=2,
+            advance=lambda _: home.append(time.monotonic()),
+        )
+        slowest = max(slowest, time.monotonic() - home[-1])  # from the last file home to the batch's return
     assert slowest < pool.TERMINATION_SECONDS  # no worker had to be killed after waiting for it
     assert children() == before
 

@@ -38,7 +38,7 @@ BAD = "HloModule m\nENTRY e {\n  ROOT b = f32[] add(x, y)\n}\n"
 
 
 def _install_killer() -> None:
-    """On each Dask worker (`Client.run`) or process pool worker: the children it starts for its files
+    """On each Dask worker (`Client.run`) or process pool worker: the pool workers it starts for its files
     die on boom.hlo, as on a segfault in XLA or the OOM killer."""
     pool.PROGRAM = kills_on("boom.hlo")
 
@@ -156,7 +156,7 @@ def test_dask_from_the_command_line(client: Client, tree: Path, local: dict[str,
 
 
 def test_a_process_pool_and_a_thread_pool(tree: Path, local: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))  # the thread pool's children
+    monkeypatch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))  # the thread pool's pool workers
     context = multiprocessing.get_context("spawn")  # this process may hold jax: never fork it
     with (
         ProcessPoolExecutor(2, mp_context=context, initializer=_install_killer) as processes,
