@@ -8,8 +8,9 @@ converter, the compiler or a custom call), so `IsolatedPool` (and its one-off
 forms `isolated_map`, `isolated_call`) runs calls in long-lived worker processes
 (`hloopt.support.pool`: fresh interpreters that import jax, never forks) and turns
 a dead worker into an `XlaCrash` for exactly the call it was running, naming its
-file, stage and custom calls; the next call gets a new worker. Every call of `execution` (run, execute, compare, the CLI's)
-goes through one, so XLA can neither kill nor log into the caller's process; the
+file, stage and custom calls; the next call gets a new worker. Every call of
+`execution` (run, execute, compare, the CLI's) goes through one, so XLA can
+neither kill nor log into the caller's process; the
 calls here (`compile_cpu`, `execute`, `canonical`) run XLA in the process that
 makes them, as do `formats.load`/`dump` and `hloopt.jax.jit`.
 
