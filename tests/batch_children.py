@@ -1,20 +1,20 @@
-"""Programs for a batch's child processes in tests: the real child, with one thing made to go wrong first.
+"""Programs for worker processes in tests: the real worker, with one thing made to go wrong first.
 
-A batch's children are fresh interpreters (`hloopt.driver.batch._CHILD_PROGRAM`), so a test cannot patch
-them from its own process; it prefixes the program instead (`monkeypatch.setattr(batch, "_CHILD_PROGRAM",
+A pool's workers are fresh interpreters (`hloopt.support.pool.PROGRAM`), so a test cannot patch them
+from its own process; it prefixes the program instead (`monkeypatch.setattr(pool, "PROGRAM",
 kills_on("boom.hlo"))`, or `Client.run` on each Dask worker).
 """
 
 from __future__ import annotations
 
-from hloopt.driver import batch
+from hloopt.support import pool
 
-#: The program every child runs; read at import, before any test patches it.
-REAL = batch._CHILD_PROGRAM
+#: The program every worker runs; read at import, before any test patches it.
+REAL = pool.PROGRAM
 
 
 def kills_on(name: str) -> str:
-    """A child that dies by SIGKILL (what a segfault or the OOM killer looks like) on the file called `name`."""
+    """A worker that dies by SIGKILL (what a segfault or the OOM killer looks like) on the file called `name`."""
     return (
         "import os, signal\n"
         "from hloopt.driver import batch, flow\n"
@@ -27,7 +27,7 @@ def kills_on(name: str) -> str:
 
 
 def slow_to_rename(name: str, seconds: float) -> str:
-    """A child whose atomic write of the file called `name` waits `seconds` before the rename: the
+    """A worker whose atomic write of the file called `name` waits `seconds` before the rename: the
     temporary file is whole on disk and not yet in place."""
     return (
         "import os, time\n"

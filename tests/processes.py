@@ -1,4 +1,5 @@
-"""What the tests of worker processes look at: this process's children, and whether a process is still running (Linux)."""
+"""What the tests of worker processes look at: this process's children, a process's pool workers, and whether a
+process is still running (Linux)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,24 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")
+
+
+def workers_of(pid: int) -> set[int]:
+    """The running `hloopt.support.pool` workers that `pid` started, found by their command line's marker
+    (``python -c PROGRAM FD FD FD PARENT_PID …``), whatever their process group."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            len(argv) > 6
+            and b"hloopt.support.pool" in argv[2]
+            and argv[6] == str(pid).encode()
+            and alive(int(entry.name))
+        ):
+            found.add(int(entry.name))
+    return found

@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
@@ -20,6 +22,7 @@ import click
 
 from hloopt import __version__
 from hloopt.errors import HloError
+from hloopt.support.fileio import discard_partial_writes
 from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
 
 if TYPE_CHECKING:
@@ -77,6 +80,28 @@ class ShardType(click.ParamType):
             self.fail(str(err), param, ctx)
 
 
+#: The signals that end the command: Ctrl-C, and `kill`'s default.
+_ENDING = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _end_on_signals() -> None:
+    """SIGINT and SIGTERM end the command at once with 128 + the signal (130, 143), without a traceback
+    and without a temporary file left; its worker processes see it gone and end too (`hloopt.support.pool`).
+
+    Blocked in every thread (those started later inherit it, and the workers are told) and taken by one
+    thread waiting for them: a Python handler runs only in the main thread, which may be blocked waiting
+    for a worker while the signal lands on another thread.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
+    threading.Thread(target=_end_on_signal, name="hloopt-signals", daemon=True).start()
+
+
+def _end_on_signal() -> None:
+    signum = signal.sigwait(_ENDING)
+    discard_partial_writes()
+    os._exit(128 + signum)
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands named in `lazy` load on first use (click's documented recipe).
 
@@ -88,6 +113,12 @@ class LazyGroup(click.Group):
     def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The process's entry point (``hloopt``, ``python -m hloopt``); click's test runner calls `main`,
+        so a test process keeps its own signals."""
+        _end_on_signals()
+        return super().__call__(*args, **kwargs)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])

@@ -5,15 +5,14 @@ written is recorded with its error and the batch goes on. Each file's output
 is written atomically by the process that made it, so a failure never leaves a
 partial file.
 
-Files are processed in child processes, each fed by one thread: --jobs threads
-of this process locally, or the threads of any `concurrent.futures.Executor`
-(Dask's ``client.get_executor()``, a process pool) with each file a task, at
-most a window of them in flight. A child is a fresh interpreter started with
-`subprocess`, never a fork: the caller may hold jax, whose threads a fork
-would copy without their locks. A file that kills its child (a crash, the OOM
-killer) costs only that file; the thread starts a new child for the next.
-An executor's workers must see the files where this process sees them (a
-shared filesystem): they read the inputs and write the outputs themselves.
+Files are processed in the worker processes of a `hloopt.support.pool.WorkerPool`
+(fresh interpreters, never forks: the caller may hold jax), --jobs of them, one
+at least: a file that kills its worker (a crash, the OOM killer) costs only that
+file, whatever --jobs is. On any `concurrent.futures.Executor` (Dask's
+``client.get_executor()``, a process pool) each file is a task, at most a window
+of them in flight, run in a worker process of the executor's worker. An
+executor's workers must see the files where this process sees them (a shared
+filesystem): they read the inputs and write the outputs themselves.
 
 Each file goes through `hloopt.driver.flow.process_file`, exactly as a lone
 file does; this module only finds the files, picks this run's shard of them,
@@ -25,30 +24,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import re
-import signal
-import subprocess
-import sys
-import threading
+import stat
 import time
-import traceback
 import uuid
-import weakref
-from collections.abc import Callable, Generator, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import AbstractContextManager, closing, contextmanager, nullcontext, suppress
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hloopt.driver import report as reports
 from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file, verify_numerics
 from hloopt.errors import HloError
-from hloopt.support.fileio import check_output, discard_partial_writes, make_directories, read_bytes
+from hloopt.support.fileio import check_output, make_directories, read_bytes, remove_stale_temporaries
 from hloopt.support.formats import MLIR_START, Format, detect, top_level_fields
 from hloopt.support.gcpause import paused_gc
+from hloopt.support.pool import Bug, Crash, WorkerPool
 
 if TYPE_CHECKING:
     from hloopt.xla.bridge import IsolatedPool
@@ -113,6 +107,13 @@ def shard_of(key: PurePosixPath, count: int) -> int:
     """The shard (1 to `count`) of the module at `key`: sha256 of its POSIX path, never Python's `hash`."""
     digest = hashlib.sha256(key.as_posix().encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count + 1
+
+
+@dataclass(frozen=True)
+class Unlisted(Job):
+    """A subdirectory `discover` could not list: a failed member of the batch, as an unreadable file is."""
+
+    reason: str = ""
 
 
 @dataclass
@@ -219,6 +220,7 @@ def plan(inputs: Sequence[str], options: RunOptions) -> list[Job]:
     """
     globs = options.globs or DEFAULT_GLOBS
     out = Path(options.output) if options.output is not None else None
+    started = time.time()
     jobs: dict[str, Job] = {}
     for spelled in inputs:
         path = Path(spelled)
@@ -228,6 +230,9 @@ def plan(inputs: Sequence[str], options: RunOptions) -> list[Job]:
                 raise HloError(f"{path}: no files matching {', '.join(globs)}")
             if out is not None:
                 _prepare_output_dir(path, out)
+                remove_stale_temporaries(out, started)
+            elif options.in_place:
+                remove_stale_temporaries(path, started)
         elif path.exists():
             found = [Job(spelled)]
         else:
@@ -253,8 +258,9 @@ def discover(root: Path, globs: Sequence[str] = DEFAULT_GLOBS, exclude: Path | N
     skip = exclude.resolve() if exclude is not None else None
     found: list[tuple[PurePosixPath, Job]] = []
 
-    def walk_error(err: OSError) -> None:
-        raise HloError(f"{err.filename}: cannot list directory: {err.strerror}")
+    def walk_error(err: OSError) -> None:  # a subdirectory that cannot be listed: a failed member, as a file is
+        relative = PurePosixPath(Path(err.filename).relative_to(root).as_posix())
+        found.append((relative, Unlisted(str(err.filename), relative, err.strerror or type(err).__name__)))
 
     for directory, subdirs, files in os.walk(root, onerror=walk_error):
         here = Path(directory)
@@ -290,11 +296,11 @@ def run(
     """Process the INPUTs' modules; `advance` is called as each file finishes.
 
     `jobs` are the modules `plan` found (by default the options are checked and planned here).
-    Without an `executor` they run in --jobs local processes; with one (Dask's
-    ``client.get_executor()``, a process pool), each file is a task on it. Either way at most
-    `max_in_flight` files (default `in_flight` of --jobs or the CPU count) are submitted and
-    not yet tallied, and --verify-numerics compares each file where it was processed, so only
-    small records come home and memory does not grow with the number of files; the report is the same.
+    Without an `executor` they run in --jobs local worker processes, a file each at a time; with
+    one (Dask's ``client.get_executor()``, a process pool), each file is a task on it, at most
+    `max_in_flight` (default `in_flight` of --jobs or the CPU count) submitted and not yet tallied.
+    Either way --verify-numerics compares each file where it was processed, so only small records
+    come home and memory does not grow with the number of files; the report is the same.
     """
     if jobs is None:
         options = check_options(inputs, options)
@@ -319,33 +325,49 @@ def run_batch(
     executor: Executor | None = None,
     window: int | None = None,
 ) -> list[FileResult]:
-    """Process `jobs` in `workers` child processes (in this one when 1), or as tasks on `executor`, at
-    most `window` (default `in_flight(workers)`) in flight; results in `jobs` order."""
-    window = window or in_flight(workers)
+    """Process `jobs` in `workers` worker processes (one at least, whatever the number of files), or as
+    tasks on `executor`, at most `window` (default `in_flight(workers)`) in flight; results in `jobs` order."""
     if executor is not None:
-        outcomes = _on_executor(executor, [(job,) for job in jobs], options, window)
-    elif workers <= 1 or len(jobs) <= 1:
-        outcomes = _here(jobs, options)
+        outcomes = _on_executor(executor, jobs, options, window or in_flight(workers))
     else:
-        outcomes = _in_children(jobs, options, workers, window)
+        outcomes = _in_workers(jobs, options, workers)
     results: dict[Job, FileResult] = {}
-    with closing(outcomes):  # stopped early (Ctrl-C in `advance`), it cancels what is in flight
+    with closing(outcomes):  # stopped early (Ctrl-C in `advance`), it ends the workers still busy
         for job, result in outcomes:
             results[job] = result
             advance(result)
     return [results[job] for job in jobs]
 
 
+#: What a directory entry that is not a regular file is, for the report.
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
 def not_a_module(job: Job) -> str | None:
     """Why the file `job` found in a directory is not a module, or None when it is one or may be (a file
     INPUT, named by the user, always may be).
+
+    What is not a regular file (a FIFO, a device, a link to one) is never read.
 
     Its name says so (one of XLA's `DUMP_ARTIFACTS`), or its content: a ``.txt`` (any extension but
     `MODULE_EXTENSIONS`) that opens like neither HLO nor MLIR text, a whole protobuf message that is
     neither an HloModuleProto nor XLA's HloProto dump. A file that cannot be read, an empty one or a
     protobuf cut short is processed, and fails with its error: it may be a broken module.
     """
-    if job.relative is None or job.relative.suffix in MODULE_EXTENSIONS:
+    if job.relative is None:
+        return None
+    try:
+        mode = os.stat(job.path).st_mode
+    except OSError:  # a dangling link: processed, and fails saying so
+        return None
+    if not stat.S_ISREG(mode):  # reading a FIFO waits forever, /dev/zero never ends
+        return f"{_KINDS.get(stat.S_IFMT(mode), 'special file')}, not a regular file: not read"
+    if job.relative.suffix in MODULE_EXTENSIONS:
         return None
     spelled = f"/{job.relative}"
     for ending, what in DUMP_ARTIFACTS:
@@ -374,21 +396,21 @@ def not_a_module(job: Job) -> str | None:
     return f"text that is neither HLO nor MLIR (it opens with {first[:60]!r})"
 
 
-def _work(
-    job: Job, options: RunOptions, comparing: Callable[[], AbstractContextManager[None]] = nullcontext
-) -> FileResult:
-    """One batch member: `process_file` (looked up at call time), then --verify-numerics here, in this
-    process's XLA workers (started within `comparing`); trimmed to the small record the parent needs.
+def _work(job: Job, options: RunOptions) -> FileResult:
+    """One batch member, in a worker: `process_file` (looked up at call time), then --verify-numerics here,
+    in this process's XLA workers; trimmed to the small record the parent needs.
 
     The exceptions go (the error records say it all, and they may not pickle), and so do the texts
     and --per-pass stages: they were compared here, so no module's text ever leaves its worker.
     """
-    if job.relative is not None and (reason := not_a_module(job)) is not None:
-        return Skipped(job.name, [], reason=reason)
+    if job.relative is not None:
+        if isinstance(job, Unlisted):
+            return _failed_file(job, f"{job.path}: cannot list directory: {job.reason}")
+        if (reason := not_a_module(job)) is not None:
+            return Skipped(job.name, [], reason=reason)
     result = process_file(job, options)
     if options.verify_numerics:
-        with comparing():
-            verify_numerics(result.modules, options, _comparisons())
+        verify_numerics(result.modules, options, _comparisons())
     for module in result.modules:
         module.exception = None
         module.texts = None
@@ -396,49 +418,50 @@ def _work(
     return result
 
 
-#: This process's XLA workers for --verify-numerics, with the process they belong to: made at its first
-#: comparison and kept, so a batch worker imports jax once (in its zygote), not once per module.
-_COMPARISONS: tuple[int, IsolatedPool] | None = None
+#: This process's XLA workers for --verify-numerics (in a batch worker): made at its first comparison and kept,
+#: so a batch worker imports jax once, not once per module; they end with the worker, however it exits.
+_COMPARISONS: IsolatedPool | None = None
 
 
 def _comparisons() -> IsolatedPool:
-    """This process's XLA workers; a fork of this process makes its own (the pipes it inherited are its parent's)."""
+    """This process's XLA workers."""
     global _COMPARISONS
-    if _COMPARISONS is None or _COMPARISONS[0] != os.getpid():
+    if _COMPARISONS is None:
         from hloopt.xla.bridge import IsolatedPool
 
-        _COMPARISONS = (os.getpid(), IsolatedPool(1))
-    return _COMPARISONS[1]
+        _COMPARISONS = IsolatedPool(1)
+    return _COMPARISONS
 
 
-def _end_comparisons() -> None:
-    """End the XLA workers this process started (a batch run in this process, at its end).
-
-    A batch child keeps its own until it exits: they end with it
-    (they are killed when their parent dies, and read EOF on its pipes).
-    """
-    global _COMPARISONS
-    if _COMPARISONS is not None and _COMPARISONS[0] == os.getpid():
-        _COMPARISONS[1].close()
-    _COMPARISONS = None
-
-
-def _here(jobs: Sequence[Job], options: RunOptions) -> Generator[tuple[Job, FileResult]]:
-    """(job, result) for each file, processed in this process."""
+def _in_worker(job: Job, options: RunOptions, cwd: str) -> FileResult:
+    """In a worker: the file, in the batch's working directory (relative INPUTs and -o stay as given)."""
     try:
-        for job in jobs:
-            yield job, _work(job, options)
-    finally:
-        _end_comparisons()
+        os.chdir(cwd)
+    except OSError as err:
+        return _failed_file(
+            job,
+            f"{job.path}: this worker cannot reach the batch's directory {cwd} ({err.strerror}); "
+            "an executor's workers need the filesystem the batch was started on",
+        )
+    with paused_gc():  # the worker is the batch's: its collector is paused file by file
+        return _work(job, options)
 
 
-def _died(job: Job, lost: BaseException | None = None) -> FileResult:
-    """A file whose worker process died on it, or whose task an executor `lost` (its exception)."""
-    if lost is None or isinstance(lost, BrokenProcessPool):
-        message = f"{job.path}: the worker process died while processing this file (crash or out of memory)"
-    else:
-        message = f"{job.path}: the executor lost this file: {type(lost).__name__}: {lost}"
-    return _failed_file(job, message)
+def _result(job: Job, outcome: Any) -> FileResult:
+    """A file's result from its call's outcome in a worker: what `_work` returned, or the worker's death."""
+    if isinstance(outcome, FileResult):
+        return outcome
+    if isinstance(outcome, Crash):
+        return _failed_file(job, f"{job.path}: the worker process died while processing this file ({_why(outcome)})")
+    said = outcome.traceback.strip().splitlines()[-1] if isinstance(outcome, Bug) else str(outcome)
+    return _failed_file(job, f"{job.path}: internal error: {said}")
+
+
+def _why(crash: Crash | None) -> str:
+    """A death in words: XLA's stage and how, when XLA ran in the worker (a .pb or .mlir read through jaxlib)."""
+    if crash is None or crash.stage == "start":
+        return "crash or out of memory"
+    return f"XLA {crash.stage} failed: {crash.message}"
 
 
 def _failed_file(job: Job, message: str) -> FileResult:
@@ -446,39 +469,13 @@ def _failed_file(job: Job, message: str) -> FileResult:
     return FileResult(job.name, [ModuleResult(job.name, "failed", error={"message": message})])
 
 
-def _on_terminate_discard_writes() -> None:
-    """A child's first act: when it is terminated (the batch stopped), it leaves no temporary file and
-    exits, whatever its threads are doing.
-
-    A Python handler alone would not do: it runs in the main thread at its next bytecode, so a SIGTERM
-    that lands just before the main thread blocks (reading the next request, a FIFO, a sleep) waits
-    there forever. So SIGTERM is blocked, in this thread and so in every thread started after it (numpy's,
-    XLA's), and one thread waits for it; the handler stays for the stretches where the main thread
-    unblocks it (`_terminable`).
-    """
-    signal.signal(signal.SIGTERM, _terminated)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    threading.Thread(target=_await_termination, name="hloopt-terminate", daemon=True).start()
-
-
-def _await_termination() -> None:
-    _terminated(signal.sigwait({signal.SIGTERM}), None)
-
-
-def _terminated(signum: int, frame: object) -> None:
-    discard_partial_writes()
-    os._exit(128 + signum)
-
-
-@contextmanager
-def _terminable() -> Iterator[None]:
-    """In a child: SIGTERM unblocked in this thread meanwhile, so that the processes it starts (the XLA
-    workers of --verify-numerics) do not inherit it blocked."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+def _in_workers(jobs: Sequence[Job], options: RunOptions, workers: int) -> Generator[tuple[Job, FileResult]]:
+    """(job, result) as files finish in `workers` worker processes of a pool that ends with the batch
+    (when it stops early, the workers caught writing remove their temporary files first)."""
+    cwd = os.getcwd()
+    with WorkerPool(min(workers, len(jobs))) as pool:
+        for index, outcome in pool.results(_in_worker, [(job, options, cwd) for job in jobs]):
+            yield jobs[index], _result(jobs[index], outcome)
 
 
 def _as_completed(
@@ -506,61 +503,37 @@ def _as_completed(
             future.cancel()
 
 
-#: At most this many files per task in local children: a round trip per small file (thread, pipe,
-#: pickling) costs more than the file's own parse and print.
-_FILES_PER_TASK = 16
-
-
-def _tasks(jobs: Sequence[Job], workers: int) -> list[tuple[Job, ...]]:
-    """`jobs` in tasks of consecutive files, small enough that every worker gets several."""
-    size = max(1, min(_FILES_PER_TASK, len(jobs) // (4 * workers)))
-    return [tuple(jobs[i : i + size]) for i in range(0, len(jobs), size)]
-
-
-def _in_children(
-    jobs: Sequence[Job], options: RunOptions, workers: int, window: int
-) -> Generator[tuple[Job, FileResult]]:
-    """(job, result) as files finish in `workers` child processes, each fed by a thread of this one,
-    several files a task (at most `window` tasks in flight).
-
-    The children are ended with the batch (when it stops early, those caught writing remove their
-    temporary files), so none outlives the call.
-    """
-    with ThreadPoolExecutor(workers, thread_name_prefix="hloopt-batch") as threads:
-        yield from _on_executor(threads, _tasks(jobs, workers), options, window)
-
-
 def _on_executor(
-    executor: Executor, tasks: Sequence[tuple[Job, ...]], options: RunOptions, window: int
+    executor: Executor, jobs: Sequence[Job], options: RunOptions, window: int
 ) -> Generator[tuple[Job, FileResult]]:
-    """(job, result) as `tasks` finish on `executor`; a task that fails (its worker lost) is its files' failure.
+    """(job, result) as files finish on `executor`, each a task; a task that fails (its worker lost) is its file's failure.
 
-    The children an in-process executor (threads) starts belong to this batch and end with it; a task
-    pickled to another process uses that process's children (`_WORKER_CHILDREN`), kept for its next tasks.
+    The workers of an in-process executor (threads) belong to this batch's pool and end with it; a task
+    pickled to another process uses that process's pool (`_EXECUTOR_POOL`), kept for its next tasks.
     """
-    children = _Children()
-    task = _Task(options, os.getcwd(), children)
-    try:
-        with closing(_as_completed(executor, task, list(reversed(tasks)), window)) as done:
-            for jobs, future in done:
+    with WorkerPool() as pool:
+        task = _Task(options, os.getcwd(), pool)
+        with closing(_as_completed(executor, task, list(reversed(jobs)), window)) as done:
+            for job, future in done:
                 try:
-                    results = future.result()
+                    result = future.result()
+                except BrokenProcessPool:  # the executor's own worker process died on it
+                    result = _failed_file(
+                        job, f"{job.path}: the worker process died while processing this file ({_why(None)})"
+                    )
                 except Exception as err:
-                    results = [_died(job, err) for job in jobs]
-                yield from zip(jobs, results)
-    finally:
-        children.end()
+                    result = _failed_file(job, f"{job.path}: the executor lost this file: {type(err).__name__}: {err}")
+                yield job, result
 
 
 @dataclass(frozen=True)
 class _Task:
-    """One batch's work on an executor's worker: files processed by a child of the worker, in this
-    batch's working directory (relative INPUTs and -o stay as they were given)."""
+    """One batch's work on an executor's worker: a file, processed in a worker process of that executor worker."""
 
     options: RunOptions
     cwd: str
-    #: The batch's own children when the task runs in its process; None in another (see `__getstate__`).
-    children: _Children | None = field(default=None, compare=False)
+    #: The batch's own pool when the task runs in its process; None in another (see `__getstate__`).
+    pool: WorkerPool | None = field(default=None, compare=False)
     #: Dask's submit is pure by default: a task whose key (a hash of the function and its arguments) it
     #: still holds gets the held result, stale for a file changed since; each batch's keys are its own.
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -569,160 +542,14 @@ class _Task:
         return self.token
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled to another process, the task uses that process's children, not this batch's."""
-        return {**self.__dict__, "children": None}
+        """Pickled to another process, the task uses that process's pool, not this batch's."""
+        return {**self.__dict__, "pool": None}
 
-    def __call__(self, jobs: tuple[Job, ...]) -> list[FileResult]:
-        return (self.children or _WORKER_CHILDREN).process(self, jobs)
-
-    def process(self, job: Job) -> FileResult:
-        """In the child: the file, as `_work` does it in this process."""
-        try:
-            os.chdir(self.cwd)
-        except OSError as err:
-            return _failed_file(
-                job,
-                f"{job.path}: this worker cannot reach the batch's directory {self.cwd} ({err.strerror}); "
-                "an executor's workers need the filesystem the batch was started on",
-            )
-        return _work(job, self.options, _terminable)
+    def __call__(self, job: Job) -> FileResult:
+        pool = self.pool or _EXECUTOR_POOL
+        return _result(job, pool.call(_in_worker, (job, self.options, self.cwd)))
 
 
-#: What a child runs: a fresh interpreter (never a fork of this process, which may hold jax and its
-#: threads) that imports hloopt's parser and passes, not jax, and serves the two pipes it is given.
-_CHILD_PROGRAM = "import sys; from hloopt.driver.batch import _serve; _serve(int(sys.argv[1]), int(sys.argv[2]))"
-
-
-class _Child:
-    """A child process that processes its files one after another, fed by one thread of its parent.
-
-    Long-lived, so the parser and the passes' caches stay warm; a file that kills it (a crash in XLA,
-    the OOM killer) costs that file only, and the thread starts a new one. It is started with
-    `subprocess` (a fresh interpreter), so it holds no copy of its parent's threads or locks, and it
-    needs no ``__main__`` guard in the caller's script, as multiprocessing's spawn would.
-    """
-
-    def __init__(self) -> None:
-        # Pipes are not inheritable (PEP 446): a child started by another thread meanwhile gets none of these.
-        # Out of descriptors or processes (EMFILE, EAGAIN), the ends made so far are closed before the error goes on.
-        fds: list[int] = []
-        try:
-            fds.extend(os.pipe())  # requests: the child reads, this process writes
-            fds.extend(os.pipe())  # replies: the child writes, this process reads
-            requests_read, requests_write, replies_read, replies_write = fds
-            process = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_PROGRAM, str(requests_read), str(replies_write)],
-                pass_fds=(requests_read, replies_write),
-                stdin=subprocess.DEVNULL,
-            )
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
-        os.close(requests_read)
-        os.close(replies_write)
-        self._requests = os.fdopen(requests_write, "wb")
-        self._replies = os.fdopen(replies_read, "rb")
-        # When dropped, or at exit: ask it to stop and reap it.
-        self.end = weakref.finalize(self, _end, os.getpid(), process, self._requests, self._replies)
-
-    def process(self, task: _Task, jobs: tuple[Job, ...]) -> list[FileResult]:
-        """The child's results for `jobs`, in order, as many as it sent before it died (all if it did not)."""
-        results: list[FileResult] = []
-        try:
-            pickle.dump((task, jobs), self._requests, protocol=pickle.HIGHEST_PROTOCOL)
-            self._requests.flush()
-            while len(results) < len(jobs):
-                results.append(pickle.load(self._replies))
-        except (OSError, EOFError, pickle.UnpicklingError):
-            pass
-        return results
-
-
-#: How long a child has to act on SIGTERM (remove a temporary file, exit) before it is killed.
-_TERMINATION_SECONDS = 10.0
-
-
-def _end(owner: int, process: subprocess.Popen[bytes], *pipes: BinaryIO) -> None:
-    """Stop and reap a child; only in the process that started it (not in a fork of that process)."""
-    if os.getpid() != owner:
-        return
-    # Terminated first: a thread blocked reading its reply holds the pipe, which closes once the child is gone.
-    process.terminate()  # idle, it exits; caught writing, it removes its temporary file first
-    try:
-        process.wait(_TERMINATION_SECONDS)
-    except subprocess.TimeoutExpired:  # it did not act on SIGTERM: the batch must end all the same
-        process.kill()
-        process.wait()
-    for pipe in pipes:
-        with suppress(OSError):
-            pipe.close()
-
-
-class _Children:
-    """The children of one batch (or of an executor's worker): one per thread that runs its tasks (Dask
-    runs tasks in several threads), each started on its thread's first file, and ended together."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._started: list[_Child] | None = []
-
-    def process(self, task: _Task, jobs: tuple[Job, ...]) -> list[FileResult]:
-        """`jobs` processed by this thread's child; a child that dies on one is replaced for the next."""
-        results: list[FileResult] = []
-        while len(results) < len(jobs):
-            child: _Child | None = getattr(self._local, "child", None)
-            if child is None:
-                with self._lock:
-                    if self._started is None:  # the batch has ended: a task that slipped through does nothing
-                        lost = RuntimeError("the batch ended before this file was processed")
-                        return results + [_died(job, lost) for job in jobs[len(results) :]]
-                    child = self._local.child = _Child()
-                    self._started.append(child)
-            results += child.process(task, jobs[len(results) :])
-            if len(results) < len(jobs):  # the child died on the next file
-                results.append(_died(jobs[len(results)]))
-                self._local.child = None
-                child.end()
-                with self._lock:
-                    if self._started is not None:
-                        self._started.remove(child)
-        return results
-
-    def end(self) -> None:
-        """End every child started (those caught writing remove their temporary files first)."""
-        with self._lock:
-            started, self._started = self._started or [], None
-        for child in started:
-            child.end()
-
-
-#: The children of this process when it is an executor's worker (a Dask worker): kept across batches,
-#: ended when the worker exits.
-_WORKER_CHILDREN = _Children()
-
-
-def _serve(requests: int, replies: int) -> NoReturn:
-    """The child's loop: (task, jobs) in, each file's result out, until the parent closes the pipe."""
-    _on_terminate_discard_writes()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it then ends the child
-    code = 0
-    try:
-        with os.fdopen(requests, "rb") as inbox, os.fdopen(replies, "wb") as outbox:
-            while True:
-                try:
-                    task, jobs = pickle.load(inbox)
-                except EOFError:
-                    break
-                for job in jobs:  # each result as it is ready: when one file kills this process, the others are home
-                    with paused_gc():  # this process is the batch's: its collector is paused file by file
-                        result = task.process(job)
-                    pickle.dump(result, outbox, protocol=pickle.HIGHEST_PROTOCOL)
-                    outbox.flush()
-    except BaseException:  # a bug: in the worker's log, and the worker reports the file as lost
-        traceback.print_exc()
-        sys.stderr.flush()
-        code = 1
-    finally:
-        os._exit(code)
+#: The worker processes of this process when it is an executor's worker (a Dask worker): kept across
+#: batches, one per thread that runs tasks, ended when the worker exits.
+_EXECUTOR_POOL = WorkerPool()

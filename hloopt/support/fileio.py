@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import secrets
@@ -182,12 +183,15 @@ def _create_temporary(target: Path, mode: int) -> tuple[int, str]:
         with _creating:
             _writing.add(temp)
             try:
-                return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), temp
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             except FileExistsError:
                 _writing.discard(temp)
             except BaseException:
                 _writing.discard(temp)
                 raise
+            # Held until the file is renamed or removed: `remove_stale_temporaries` leaves a locked file alone.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return fd, temp
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
@@ -226,7 +230,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
                 handle.flush()
                 os.fsync(handle.fileno())
                 os.chmod(temp, existing & 0o7777)
-        os.replace(temp, final)
+            os.replace(temp, final)  # while it is open, so its lock is held until it is in place
     except BaseException as err:
         Path(temp).unlink(missing_ok=True)
         if isinstance(err, OSError):
@@ -297,3 +301,37 @@ def discard_partial_writes() -> None:
     _creating.acquire()
     for temp in list(_writing):
         Path(temp).unlink(missing_ok=True)
+
+
+#: The name `_create_temporary` gives a temporary file: ``.NAME.XXXXXXXX.tmp``, eight hex digits.
+_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
+
+
+def remove_stale_temporaries(root: str | os.PathLike[str], before: float) -> list[str]:
+    """Remove, under `root`, the temporary files an hloopt writer killed outright (SIGKILL, a power cut) left.
+
+    Only files named as `_create_temporary` names them, made before `before` (the run's start: a
+    concurrent run's newer files are not looked at) and not locked: a live writer holds its file's lock
+    from the moment it exists, and the kernel drops it when the writer dies. Returns what was removed.
+    """
+    removed: list[str] = []
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if not _TEMPORARY.fullmatch(name):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_mtime >= before:
+                    continue
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.unlink(path)
+                removed.append(path)
+            except OSError:  # locked by a live writer, or gone meanwhile
+                continue
+            finally:
+                os.close(fd)
+    return removed

@@ -6,10 +6,11 @@ Tested with jax/jaxlib 0.10.2, 0.11.2 and 0.12.0.1; the calls follow ``shared/re
 Some inputs crash jaxlib (SIGSEGV/abort in the parser, the StableHLO
 converter, the compiler or a custom call), so `IsolatedPool` (and its one-off
 forms `isolated_map`, `isolated_call`) runs calls in long-lived worker processes
-(``python -m hloopt.xla.bridge``) and turns a dead worker into an `XlaCrash` for
-exactly the call it was running, naming its file, stage and custom calls, then
-restarts the worker. Every call of `execution` (run, execute, compare, the CLI's)
-goes through one, so XLA can neither kill nor log into the caller's process; the
+(`hloopt.support.pool`: fresh interpreters that import jax, never forks) and turns
+a dead worker into an `XlaCrash` for exactly the call it was running, naming its
+file, stage and custom calls; the next call gets a new worker. Every call of
+`execution` (run, execute, compare, the CLI's) goes through one, so XLA can
+neither kill nor log into the caller's process; the
 calls here (`compile_cpu`, `execute`, `canonical`) run XLA in the process that
 makes them, as do `formats.load`/`dump` and `hloopt.jax.jit`.
 
@@ -21,24 +22,13 @@ process only what jax itself readied is (for `hloopt.jax.jit`, what its lowering
 from __future__ import annotations
 
 import os
-import pickle
 import re
-import select
-import signal
-import socket
-import struct
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +36,7 @@ from hloopt.errors import HloError, HloParseError, SourceLocation, definition_of
 from hloopt.ir.element_types import NoNumpyType, numpy_dtype
 from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES
 from hloopt.ir.shape import ArrayShape
+from hloopt.support.pool import Bug, Crash, WorkerPool, in_worker, report_stage
 from hloopt.xla.diagnostics import mlir_errors
 
 
@@ -114,17 +105,12 @@ def _one_line(message: str) -> tuple[str, str | None]:
 
 # --- in-process XLA ------------------------------------------------------------------------
 
-#: Called with each stage's name, and what it runs, as it starts; a worker uses it to tell its parent
-#: where it is (set only in a worker process, which is how `isolated_call` knows it is in one).
-_stage_listener: Callable[[str, str], None] | None = None
-
 
 @contextmanager
 def _stage(name: str, detail: str = "") -> Iterator[None]:
     """Run one stage, turning any jaxlib exception into an `XlaError` for that stage; `detail` is what
     a worker's death during it is blamed on (the custom calls a module runs)."""
-    if _stage_listener is not None:
-        _stage_listener(name, detail)
+    report_stage(name, detail)  # in a worker, its parent learns where a death happened
     try:
         yield
     except HloError:
@@ -355,7 +341,7 @@ def _compile_cached(text: str) -> Executable:
     backend = _backend()
     # XLA's print of the module names its custom calls; most modules have none, and are not printed again.
     custom_calls = _custom_calls(module.to_string()) if "custom-call" in text else []
-    if custom_calls and _stage_listener is not None:
+    if custom_calls and in_worker():
         # Registering and initialising every target is for a worker process alone: in the caller's process
         # (`hloopt.jax.jit`) jax readied what its lowering calls, and a library call does not register
         # targets process-wide, initialise kernel modules or import scipy behind its caller's back.
@@ -408,257 +394,25 @@ def execute(text: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 # --- isolation in worker processes ---------------------------------------------------------
 
-_HEADER = struct.Struct("<Q")
+#: What an XLA worker imports as it starts (while its caller prepares the call), and its environment.
+_PRELOAD = ("hloopt.xla.bridge", "jax.extend", "jaxlib._hlo", "jax._src.interpreters.mlir")
 
 
-def _send(stream: BinaryIO, message: Any) -> None:
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(payload)) + payload)
-    stream.flush()
-
-
-#: How often a waiting parent looks at the clock and at the worker's stderr.
-_POLL_SECONDS = 0.2
-#: A worker that printed one of these is dying (the reason is already printed above the marker),
-#: and jaxlib's abort handler can take seconds or hang while it symbolises the stack: kill it.
-_FATAL_MARKERS = (b"*** Check failure stack trace", b"*** SIGSEGV", b"*** SIGABRT", b"*** SIGBUS", b"*** SIGFPE")
-#: stderr lines that say why XLA died (glog fatal/error lines, failed checks).
-_CAUSE = re.compile(r"^[FE]\d{4} |Check failed|RET_CHECK|\*\*\* SIG")
-
-
-def _read_exact(fd: int, size: int, keep_waiting: Callable[[], bool] | None) -> bytes | None:
-    """`size` bytes from `fd`; None on EOF (the worker died) or once `keep_waiting()` says stop."""
-    chunks: list[bytes] = []
-    while size:
-        if keep_waiting is not None:
-            while not select.select([fd], [], [], _POLL_SECONDS)[0]:
-                if not keep_waiting():
-                    return None
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _receive(fd: int, keep_waiting: Callable[[], bool] | None) -> Any | None:
-    header = _read_exact(fd, _HEADER.size, keep_waiting)
-    if header is None:
-        return None
-    payload = _read_exact(fd, _HEADER.unpack(header)[0], keep_waiting)
-    return None if payload is None else pickle.loads(payload)
-
-
-class _Zygote:
-    """``python -m hloopt.xla.bridge --zygote``: imports jax once, then forks ready workers.
-
-    A worker that crashes costs a fork (~10 ms) instead of a fresh interpreter
-    and jax import (~1 s), which matters when hundreds of corpus modules crash
-    XLA. The zygote never starts a backend, so it has no XLA threads to fork.
-    """
-
-    def __init__(self) -> None:
-        self._socket, theirs = socket.socketpair()
-        env = {
-            **os.environ,
-            "JAX_PLATFORMS": "cpu",
-            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-        }
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "hloopt.xla.bridge", "--zygote", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            env=env,
-        )
-        theirs.close()
-        self._lock = threading.Lock()
-
-    def spawn(self, stderr: int) -> tuple[int, int, int]:
-        """A new worker writing its stderr to `stderr`: (pid, request fd, reply fd)."""
-        with self._lock:
-            socket.send_fds(self._socket, [b"spawn"], [stderr])
-            message, fds, _, _ = socket.recv_fds(self._socket, 64, 2)
-        if not message:
-            raise RuntimeError("the XLA worker zygote died")
-        return int(message), fds[0], fds[1]
-
-    def reap(self, pid: int) -> int:
-        """Wait for a worker that has exited or been killed; its return code (-N for signal N)."""
-        with self._lock:
-            try:
-                self._socket.sendall(f"reap {pid}".encode())
-                answer = self._socket.recv(64)
-            except OSError:
-                answer = b""
-        # A zygote that is gone (the OOM killer, say) took its workers with it: they die with their parent.
-        return int(answer) if answer else -signal.SIGKILL
-
-    def alive(self) -> bool:
-        return self._process.poll() is None
-
-    def close(self) -> None:
-        """End the zygote. It holds nothing to save, and an interpreter that has imported jax takes a fifth
-        of a second to wind down (what a short `hloopt exec` would wait for): it is killed, not asked."""
-        self._socket.close()
-        self._process.kill()
-        self._process.wait()
-
-
-def _zygote_serve(fd: int) -> None:
-    """Zygote loop: fork a worker per ``spawn`` (passing back its pipes), reap one per ``reap``."""
-    import jax.extend  # noqa: F401  (the point of the zygote: imported once, inherited by every fork)
-    import jaxlib._hlo  # noqa: F401
-    from jax._src.interpreters import mlir  # noqa: F401
-
-    _die_with_parent()
-    channel = socket.socket(fileno=fd)
-    while True:
-        message, fds, _, _ = socket.recv_fds(channel, 64, 1)
-        if not message:
-            return
-        if message.startswith(b"reap "):
-            channel.sendall(str(os.waitstatus_to_exitcode(os.waitpid(int(message[5:]), 0)[1])).encode())
-            continue
-        request_read, request_write = os.pipe()
-        reply_read, reply_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            _die_with_parent()
-            channel.close()
-            for target, source in ((0, request_read), (1, reply_write), (2, fds[0])):
-                os.dup2(source, target)
-            for unused in (request_read, request_write, reply_read, reply_write, fds[0]):
-                os.close(unused)
-            try:
-                _serve()
-            finally:
-                os._exit(0)
-        socket.send_fds(channel, [str(pid).encode()], [request_write, reply_read])
-        for done in (request_read, request_write, reply_read, reply_write, fds[0]):
-            os.close(done)
-
-
-def _die_with_parent() -> None:
-    """Linux: get SIGKILL when the parent dies, so a worker stuck in an endless loop is not orphaned."""
-    import ctypes
-
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:
-        os._exit(1)
-
-
-class _Worker:
-    """One forked worker; its stderr goes to a file kept for crash reports."""
-
-    def __init__(self, zygote: _Zygote) -> None:
-        self._zygote = zygote
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- lives as long as the worker; `close` closes it
-        self._pid, request, self._replies = zygote.spawn(self._stderr.fileno())
-        self._requests = os.fdopen(request, "wb")
-        self._returncode: int | None = None
-
-    def call(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None, label: str | None
-    ) -> tuple[str, Any]:
-        """``("ok", value)``, ``("error", HloError)``, ``("bug", traceback)`` or ``("crash", XlaCrash)``,
-        the crash said of `label` (the module's file) when given.
-
-        After a crash the worker is gone (killed if it hung, past `timeout` or while dying).
-        """
-        stderr_start = os.fstat(self._stderr.fileno()).st_size
-        watch = _Watch(self._stderr.fileno(), stderr_start, timeout)
-        stage, detail = "start", ""
-        try:
-            _send(self._requests, (fn, args))
-        except BrokenPipeError:
-            pass  # died before reading: reported as a crash below
-        else:
-            while (message := _receive(self._replies, watch.keep_waiting)) is not None:
-                kind, value = message
-                if kind == "error":
-                    return kind, _rebuilt(value)
-                if kind != "stage":
-                    return kind, value
-                stage, detail = value
-        return "crash", XlaCrash(stage, self._death_note(watch, stderr_start, detail), label)
-
-    def _death_note(self, watch: _Watch, stderr_start: int, detail: str) -> str:
-        """How the worker died, what it was running (`detail`), and the lines of its stderr that say why."""
-        if watch.expired or watch.dying:
-            os.kill(self._pid, signal.SIGKILL)
-        code = self._reap()
-        if watch.expired:
-            note = f"worker timed out after {watch.timeout:g} s, killed"
-        elif code == -signal.SIGKILL:
-            note = "worker killed after a fatal XLA error"
-        else:
-            note = f"worker died with {signal.Signals(-code).name}" if code < 0 else f"worker exited with code {code}"
-        lines = _read_from(self._stderr.fileno(), stderr_start).decode(errors="replace").splitlines()
-        causes = [line.strip() for line in lines if _CAUSE.search(line)][:3]
-        return "; ".join([f"{note} {detail}" if detail else note, *causes])
-
-    def _reap(self) -> int:
-        if self._returncode is None:
-            self._returncode = self._zygote.reap(self._pid)
-        return self._returncode
-
-    def close(self) -> None:
-        """End the worker (it is idle or dead, so nothing is lost) and reap it."""
-        self._requests.close()
-        if self._returncode is None:
-            with suppress(ProcessLookupError):
-                os.kill(self._pid, signal.SIGKILL)
-        self._reap()
-        os.close(self._replies)
-        self._stderr.close()
-
-
-class _Watch:
-    """Decides, while a parent waits, whether a worker may still answer: deadline and death throes."""
-
-    def __init__(self, stderr: int, offset: int, timeout: float | None) -> None:
-        self._stderr = stderr
-        self._start = self._offset = offset
-        self.timeout = timeout
-        self._deadline = None if timeout is None else time.monotonic() + timeout
-        self.dying = False
-        self.expired = False
-
-    def keep_waiting(self) -> bool:
-        now = time.monotonic()
-        if self._deadline is not None and now > self._deadline:
-            self.expired = True
-            return False
-        self.dying = self.dying or self._fatal_printed()
-        return not self.dying
-
-    def _fatal_printed(self) -> bool:
-        start = max(self._offset - max(map(len, _FATAL_MARKERS)), self._start)
-        new = _read_from(self._stderr, start)
-        self._offset = start + len(new)
-        return any(marker in new for marker in _FATAL_MARKERS)
-
-
-def _read_from(fd: int, offset: int) -> bytes:
-    """The rest of a file from `offset`, without moving the file position the worker shares."""
-    return os.pread(fd, max(os.fstat(fd).st_size - offset, 0), offset)
+def _worker_env() -> dict[str, str]:
+    return {"JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
 
 
 class IsolatedPool:
-    """Worker processes that run calls crash-isolated and outlive each `map`.
+    """XLA worker processes that run calls crash-isolated and outlive each `map` (a `WorkerPool`).
 
     A process that compares module after module (a batch worker) keeps one, so it pays
-    for the zygote's jax import once rather than once per module; `isolated_map` is the
+    for a worker's jax import once rather than once per module; `isolated_map` is the
     one-off form. Use it from one thread at a time, and `close` it (or use ``with``).
     """
 
     def __init__(self, workers: int = 2) -> None:
         self.workers = max(1, workers)
-        self._zygote: _Zygote | None = None
-        self._idle: list[_Worker] = []
+        self._pool = WorkerPool(self.workers, preload=_PRELOAD, env=_worker_env())
 
     def __enter__(self) -> IsolatedPool:
         return self
@@ -667,12 +421,9 @@ class IsolatedPool:
         self.close()
 
     def start(self) -> None:
-        """Start the zygote's interpreter and jax import now, without waiting for it, so that it runs
-        while this process still reads its modules (`map` starts it anyway)."""
-        if self._zygote is not None and not self._zygote.alive():
-            self.close()  # killed since the last map (the OOM killer, say): start again
-        if self._zygote is None:
-            self._zygote = _Zygote()
+        """Start the workers' interpreters and jax imports now, without waiting for them, so that they
+        run while this process still reads its modules (`map` starts them anyway)."""
+        self._pool.start()
 
     def map(
         self,
@@ -692,64 +443,17 @@ class IsolatedPool:
         is lost (its worker is replaced). Any other exception in a worker is a bug
         and is raised here as a RuntimeError.
         """
-        results: list[Any] = [None] * len(calls)
-        if not calls:
-            return results
-        self.start()
-        zygote = self._zygote
-        assert zygote is not None  # started above
-        pending = iter(range(len(calls)))
-        lock = threading.Lock()
-        failures: list[str] = []
-
-        def drain() -> None:
-            with lock:
-                worker = self._idle.pop() if self._idle else None
-            try:
-                while not failures:
-                    with lock:
-                        index = next(pending, None)
-                    if index is None:
-                        return
-                    if worker is None and not zygote.alive():  # killed during this map: every call left is lost
-                        died = "the XLA zygote process died (killed, or out of memory)"
-                        results[index] = XlaCrash("start", died, None if labels is None else labels[index])
-                        continue
-                    worker = worker or _Worker(zygote)
-                    kind, value = worker.call(fn, calls[index], timeout, None if labels is None else labels[index])
-                    if kind == "bug":
-                        failures.append(value)
-                        return
-                    results[index] = value
-                    if kind == "crash":
-                        worker.close()
-                        worker = None
-            except Exception:
-                failures.append(traceback.format_exc())
-                if worker is not None:  # its state is unknown: it is not reused
-                    worker.close()
-                    worker = None
-            finally:
-                if worker is not None:
-                    with lock:
-                        self._idle.append(worker)
-
-        threads = [threading.Thread(target=drain, daemon=True) for _ in range(min(self.workers, len(calls)))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if failures:
-            raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised in a worker:\n{failures[0]}")
+        results = self._pool.map(fn, calls, timeout=timeout)
+        for index, outcome in enumerate(results):
+            if isinstance(outcome, Bug):
+                raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised in a worker:\n{outcome.traceback}")
+            if isinstance(outcome, Crash):
+                results[index] = XlaCrash(outcome.stage, outcome.message, None if labels is None else labels[index])
         return results
 
     def close(self) -> None:
-        """End the workers (idle, so nothing is lost) and the zygote; the pool can be used again after."""
-        while self._idle:
-            self._idle.pop().close()
-        if self._zygote is not None:
-            self._zygote.close()
-            self._zygote = None
+        """End the workers (idle, so nothing is lost); the pool can be used again after."""
+        self._pool.close()
 
 
 def isolated_map(
@@ -767,13 +471,14 @@ def isolated_map(
 
 @contextmanager
 def worker_pool(pool: IsolatedPool | None = None) -> Iterator[IsolatedPool | None]:
-    """`pool`, or a one-worker pool for the block, started at once: its zygote imports jax while the caller
-    prepares the call (parses, runs passes). None in a worker process, where `isolated_call` runs in place."""
-    if _stage_listener is not None:
-        yield None
-    elif pool is not None:
+    """`pool`, or a one-worker pool for the block, started at once: its worker imports jax while the caller
+    prepares the call (parses, runs passes). Without a `pool`, None in a worker process, where `isolated_call`
+    runs in place (a batch worker passes its own pool for --verify-numerics)."""
+    if pool is not None:
         pool.start()
         yield pool
+    elif in_worker():
+        yield None
     else:
         with IsolatedPool(1) as own:
             own.start()
@@ -788,8 +493,9 @@ def isolated_call(
     pool: IsolatedPool | None = None,
 ) -> Any:
     """``fn(*args)`` in a worker process (of `pool`, else a fresh one): an XLA crash becomes an `XlaCrash`
-    said of `label`, not a dead caller. In a worker already, it runs here: the worker is the isolation."""
-    if _stage_listener is not None:
+    said of `label`, not a dead caller. In a worker already and given no `pool`, it runs here: the worker
+    is the isolation."""
+    if pool is None and in_worker():
         return fn(*args)
     labels = None if label is None else [label]
     if pool is None:
@@ -804,52 +510,3 @@ def isolated_call(
 def canonical_in_subprocess(texts: Sequence[str], workers: int = 2) -> list[str | HloError]:
     """XLA's canonical print of each text, or the error (`XlaError`/`XlaCrash`) in its place."""
     return isolated_map(canonical, [(text,) for text in texts], workers=workers)
-
-
-#: An error on its way from a worker: its class, args and attributes.
-_Shipped = tuple[type[HloError], tuple[Any, ...], dict[str, Any]]
-
-
-def _shipped(error: HloError) -> _Shipped:
-    """`error` as its class, args and attributes. An exception pickles as its class called on its args,
-    which fails or loses data when its ``__init__`` takes other parameters (`HloParseError`'s location);
-    an error that does not pickle even so goes as a plain HloError with the same text."""
-    record: _Shipped = (type(error), error.args, dict(vars(error)))
-    try:
-        pickle.loads(pickle.dumps(record))
-    except Exception:
-        return HloError, (str(error),), {}
-    return record
-
-
-def _rebuilt(record: _Shipped) -> HloError:
-    """The error `_shipped` sent, whole, without calling its ``__init__``."""
-    cls, args, state = record
-    error = cls.__new__(cls)
-    error.args = args
-    vars(error).update(state)
-    return error
-
-
-def _serve() -> None:
-    """Worker loop: read ``(fn, args)`` frames on stdin, answer with stage and result frames."""
-    global _stage_listener
-    replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # stray prints from XLA or user code must not corrupt the frames
-    _stage_listener = lambda name, detail: _send(replies, ("stage", (name, detail)))  # noqa: E731
-    while (message := _receive(0, None)) is not None:
-        fn, args = message
-        try:
-            reply: tuple[str, Any] = ("ok", fn(*args))
-        except HloError as err:
-            reply = ("error", _shipped(err))
-        except Exception:
-            reply = ("bug", traceback.format_exc())
-        _send(replies, reply)
-
-
-if __name__ == "__main__":
-    from hloopt.xla import bridge as xla_bridge  # noqa: PLW0406 -- see below
-
-    # The imported module, not __main__, so pickled classes resolve to hloopt.xla.bridge.*
-    xla_bridge._zygote_serve(int(sys.argv[2]))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from batch_children import kills_on
 from hlo_text import hlo
 
 from hloopt import parse
@@ -326,3 +327,80 @@ def test_several_inputs_argument_problems_exit_2(tree: Path, args: list[str], me
     result = hloopt("run", *[a.format(tmp=tmp) for a in args])
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert snapshot(tree) == before and not (tmp / "out").exists() and not (tmp / "d").exists()
+
+
+def test_what_is_not_a_regular_file_is_skipped_unread(tmp_path: Path) -> None:
+    """A FIFO named like a module would hang the batch, a link to /dev/zero never ends: neither is opened.
+    Each is skipped, said in the summary and listed in the report; the modules beside them run."""
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "plain.hlo").write_text(PLAIN)
+    os.mkfifo(root / "fifo.hlo")
+    (root / "zero.hlo").symlink_to("/dev/zero")
+    (root / "null.txt").symlink_to("/dev/null")
+    result = hloopt("run", root, "--check", "--report", tmp_path / "r.json")
+    assert result.returncode == 1, result.stderr  # plain.hlo is not canonical
+    assert "1 processed, 1 would change, 0 unchanged, 0 failed, 3 skipped (not modules)" in result.stderr, result.stderr
+    skipped = {Path(s["path"]).name: s["reason"] for s in json.loads((tmp_path / "r.json").read_text())["skipped"]}
+    assert skipped == {
+        "fifo.hlo": "a FIFO, not a regular file: not read",
+        "null.txt": "a character device, not a regular file: not read",
+        "zero.hlo": "a character device, not a regular file: not read",
+    }
+
+
+def _too_deep(parent: Path) -> Path:
+    """A chain of directories below `parent` whose path is longer than the kernel's PATH_MAX, made a step at
+    a time: what no one, root included, can list by its path (`os.walk` lists by path)."""
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    name = "d" * 250
+    try:
+        for _ in range(20):
+            os.mkdir(name, dir_fd=fd)
+            deeper = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+    finally:
+        os.close(fd)
+    return parent / name
+
+
+def test_an_unreadable_subdirectory_fails_alone(tmp_path: Path) -> None:
+    """One rule for what a batch finds that it cannot read, file or subdirectory: that entry fails, with
+    its reason, and the rest of the batch runs. (An INPUT that cannot be read is refused up front.)"""
+    root, out = tmp_path / "in", tmp_path / "out"
+    root.mkdir()
+    (root / "plain.hlo").write_text(PLAIN)
+    _too_deep(root)
+    result = hloopt("run", root, "-o", out, "--report", tmp_path / "r.json")
+    assert result.returncode == 1, result.stderr
+    unlisted = next(m for m in json.loads((tmp_path / "r.json").read_text())["modules"] if m["error"])
+    assert len(unlisted["path"]) > 4096
+    assert unlisted["error"]["message"] == f"{unlisted['path']}: cannot list directory: File name too long"
+    assert "2 processed, 1 changed, 0 unchanged, 1 failed" in result.stderr, result.stderr
+    assert (out / "plain.hlo").exists()
+
+
+@pytest.mark.parametrize("names", [["a.hlo", "boom.hlo", "z.hlo"], ["boom.hlo"]], ids=["three files", "one file"])
+def test_a_module_that_kills_its_process_costs_only_itself_with_jobs_1(tmp_path: Path, names: list[str]) -> None:
+    """--jobs 1 and a batch of one file run in a worker process too: the summary and the report are written."""
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in names:
+        (root / name).write_text(PLAIN)
+    entry = (
+        f"from hloopt.support import pool; pool.PROGRAM = {kills_on('boom.hlo')!r}; "
+        "from hloopt.cli.main import main; main()"
+    )
+    args = ["run", str(root), "-o", str(tmp_path / "out"), "--jobs", "1", "--report", str(tmp_path / "r.json")]
+    result = subprocess.run(
+        [sys.executable, "-c", entry, *args], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1, result.stderr
+    others = len(names) - 1
+    assert f"{len(names)} processed, {others} changed, 0 unchanged, 1 failed" in result.stderr, result.stderr
+    died = f"{root}/boom.hlo: the worker process died while processing this file (crash or out of memory)"
+    assert f"hloopt: error: {died}" in result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [m["error"] for m in report["modules"] if m["error"]] == [{"message": died}]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [n for n in names if n != "boom.hlo"]

@@ -1,4 +1,4 @@
-"""hloopt.driver.batch in-process: discovery, a worker process that dies, --verify-numerics over a directory."""
+"""hloopt.driver.batch from Python: discovery, a worker process that dies, --verify-numerics over a directory."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import time
 from pathlib import Path, PurePosixPath
 
 import pytest
-from batch_children import kills_on, slow_to_rename
+from batch_children import REAL, kills_on, slow_to_rename
 from processes import alive, children
 
 from hloopt.driver import batch
 from hloopt.driver.batch import discover, run_batch
 from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file
+from hloopt.support import pool
 
 PLAIN = """\
 HloModule plain
@@ -40,15 +41,15 @@ def modules(files: list[FileResult]) -> list[ModuleResult]:
     return [module for file in files for module in file.modules]
 
 
-@pytest.mark.parametrize("count", [12, 60], ids=["a file per task", "several files per task"])
-def test_a_dying_child_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
-    """The child that dies is replaced; the files of its task after the one it died on go to the new one."""
+@pytest.mark.parametrize("count", [12, 60])
+def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """The worker that dies is replaced; the files after the one it died on go to the new one."""
     names = [f"m{i:02d}.hlo" for i in range(count)]
     names.insert(7, "boom.hlo")
     for name in names:
         (tmp_path / name).write_text(PLAIN)
     out = tmp_path / "out"
-    monkeypatch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))
+    monkeypatch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))
     before = children()
     results = modules(run_batch(discover(tmp_path), RunOptions(output=str(out)), workers=2))
     assert [Path(r.path).name for r in results] == sorted(names)
@@ -59,23 +60,23 @@ def test_a_dying_child_costs_only_its_module(tmp_path: Path, monkeypatch: pytest
     }
     assert all(r.status == "changed" for name, r in by_name.items() if name != "boom.hlo")  # made canonical
     assert sorted(p.name for p in out.iterdir()) == sorted(n for n in names if n != "boom.hlo")
-    assert children() == before  # every child, the dead one's successor too, ended with the batch
+    assert children() == before  # every worker, the dead one's successor too, ended with the batch
 
 
 def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C (here raised as the first file comes home) ends the children: the one caught between
+    """Ctrl-C (here raised as the first file comes home) ends the workers: the one caught between
     writing its temporary file and renaming it removes the file, and the call returns at once."""
     src, out = tmp_path / "in", tmp_path / "out"
     src.mkdir()
     for name in ("fast.hlo", "slow.hlo"):
         (src / name).write_text(PLAIN)
-    monkeypatch.setattr(batch, "_CHILD_PROGRAM", slow_to_rename("slow.hlo", 60))
+    monkeypatch.setattr(pool, "PROGRAM", slow_to_rename("slow.hlo", 60))
     before = children()
 
     def interrupt(result: FileResult) -> None:
         deadline = time.monotonic() + 30
         while not any(p.name.startswith(".slow.hlo") or "slow.hlo." in p.name for p in out.iterdir()):
-            assert time.monotonic() < deadline, "the slow child never wrote its temporary file"
+            assert time.monotonic() < deadline, "the slow worker never wrote its temporary file"
             time.sleep(0.05)
         raise KeyboardInterrupt
 
@@ -87,19 +88,24 @@ def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monk
     assert children() == before
 
 
-def test_idle_children_end_at_once_however_the_signal_lands(tmp_path: Path) -> None:
-    """The batch ends its children as soon as the last file is home, while each may be on its way back to
+def test_idle_workers_end_at_once_however_the_signal_lands(tmp_path: Path) -> None:
+    """The batch ends its workers as soon as the last file is home, while each may be on its way back to
     read the next request: SIGTERM must end it there too, never leave the call waiting on it (the
-    children's numpy threads are started by then, so the signal may land on any thread)."""
+    workers' numpy threads are started by then, so the signal may land on any thread)."""
     for name in ("a.hlo", "b.hlo"):
         (tmp_path / name).write_text((EXAMPLES / "fp8_mlp.hlo").read_text())  # constants: numpy's threads start
     before = children()
+    home: list[float] = []  # when each file came home
     slowest = 0.0
     for _ in range(12):
-        start = time.monotonic()
-        run_batch(discover(tmp_path), RunOptions(passes="all", check=True), workers=2)
-        slowest = max(slowest, time.monotonic() - start)
-    assert slowest < batch._TERMINATION_SECONDS  # no child had to be killed after waiting for it
+        run_batch(
+            discover(tmp_path),
+            RunOptions(passes="all", check=True),
+            workers=2,
+            advance=lambda _: home.append(time.monotonic()),
+        )
+        slowest = max(slowest, time.monotonic() - home[-1])  # from the last file home to the batch's return
+    assert slowest < pool.TERMINATION_SECONDS  # no worker had to be killed after waiting for it
     assert children() == before
 
 
@@ -107,10 +113,13 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
     """A bug (not an HloError) in one module is that module's failure, named as an internal error."""
     (tmp_path / "a.hlo").write_text(PLAIN)
 
-    def broken(module: object, *args: object, **kwargs: object) -> None:
-        raise RecursionError("maximum recursion depth exceeded")
-
-    monkeypatch.setattr("hloopt.passes.pipeline.run_pipeline", broken)
+    broken = (
+        "import hloopt.passes.pipeline\n"
+        "def broken(*args, **kwargs):\n"
+        "    raise RecursionError('maximum recursion depth exceeded')\n"
+        "hloopt.passes.pipeline.run_pipeline = broken\n"
+    )
+    monkeypatch.setattr(pool, "PROGRAM", broken + REAL)  # in the worker that processes the file
     job = Job(str(tmp_path / "a.hlo"), PurePosixPath("a.hlo"))
     (result,) = modules(run_batch([job], RunOptions(passes="all"), workers=1))
     assert result.status == "failed"
@@ -127,7 +136,7 @@ def test_a_batch_sends_no_text_home_without_verify_numerics(tmp_path: Path) -> N
     assert [(r.status, r.texts, r.numerics) for r in results] == [("changed", None, None), ("unchanged", None, None)]
 
 
-@pytest.mark.parametrize("workers", [1, 2], ids=["in this process", "in 2 worker processes"])
+@pytest.mark.parametrize("workers", [1, 2], ids=["in 1 worker process", "in 2 worker processes"])
 def test_verify_numerics_compares_each_file_where_it_was_processed(tmp_path: Path, workers: int) -> None:
     """Each file comes home compared already, as `advance` sees it, with no module text or --per-pass
     stage: the parent never holds the texts, so its memory does not grow with the changed modules, and
@@ -183,24 +192,22 @@ def test_a_comparison_that_crashes_xla_costs_only_its_module(tmp_path: Path) -> 
     assert compared.numerics is not None and compared.numerics["ok"] is True
 
 
-def test_a_batch_child_s_xla_processes_end_with_it() -> None:
-    """A batch child keeps its XLA zygote and worker until it exits, however it exits: they are killed with
-    it, so none is left behind."""
+def test_a_batch_worker_s_xla_processes_end_with_it() -> None:
+    """A batch worker keeps its XLA worker until it exits, however it exits: the XLA worker sees its parent
+    gone and ends, so none is left behind."""
     program = (
         "import os\n"
         "from hloopt.driver import batch\n"
-        "pool = batch._comparisons()\n"
-        "(xla_worker,) = pool.map(os.getpid, [()])\n"
-        "print(pool._zygote._process.pid, xla_worker, flush=True)\n"
-        "os._exit(0)\n"  # as a child killed: nothing cleaned up
+        "(xla_worker,) = batch._comparisons().map(os.getpid, [()])\n"
+        "print(xla_worker, flush=True)\n"
+        "os._exit(0)\n"  # as a worker killed: nothing cleaned up
     )
     result = subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True, timeout=300)
-    started = [int(word) for word in result.stdout.split()]
-    assert len(started) == 2
+    started = int(result.stdout)
     deadline = time.monotonic() + 30
-    while any(map(alive, started)) and time.monotonic() < deadline:
+    while alive(started) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(map(alive, started))
+    assert not alive(started)
 
 
 def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:
@@ -233,15 +240,15 @@ def _open_fds() -> set[str]:
 
 
 @pytest.mark.parametrize("failing", ["Popen", "the second pipe"])
-def test_a_child_that_cannot_start_leaves_no_descriptor_open(monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
-    """Out of descriptors or processes, starting a child fails with its error, every pipe end closed."""
+def test_a_worker_that_cannot_start_leaves_no_descriptor_open(monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """Out of descriptors or processes, starting a worker fails with its error, every pipe end closed."""
     out_of_resources = OSError(errno.EMFILE, "Too many open files")
     if failing == "Popen":
 
         def popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
             raise out_of_resources
 
-        monkeypatch.setattr(batch.subprocess, "Popen", popen)
+        monkeypatch.setattr(pool.subprocess, "Popen", popen)
     else:
         real_pipe, made = os.pipe, []
 
@@ -251,10 +258,10 @@ def test_a_child_that_cannot_start_leaves_no_descriptor_open(monkeypatch: pytest
             made.extend(real_pipe())
             return made[0], made[1]
 
-        monkeypatch.setattr(batch.os, "pipe", pipe)
+        monkeypatch.setattr(pool.os, "pipe", pipe)
     before = _open_fds()
     with pytest.raises(OSError) as caught:
-        batch._Child()
+        pool.WorkerPool().call(os.getpid, ())
     assert caught.value is out_of_resources
     monkeypatch.undo()
     assert _open_fds() == before

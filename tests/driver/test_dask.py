@@ -27,6 +27,7 @@ from batch_children import kills_on
 import hloopt.batch
 from hloopt.driver import batch, flow
 from hloopt.driver.flow import Job, RunOptions
+from hloopt.support import pool
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -37,9 +38,9 @@ BAD = "HloModule m\nENTRY e {\n  ROOT b = f32[] add(x, y)\n}\n"
 
 
 def _install_killer() -> None:
-    """On each Dask worker (`Client.run`) or process pool worker: the children it starts for its files
+    """On each Dask worker (`Client.run`) or process pool worker: the pool workers it starts for its files
     die on boom.hlo, as on a segfault in XLA or the OOM killer."""
-    batch._CHILD_PROGRAM = kills_on("boom.hlo")
+    pool.PROGRAM = kills_on("boom.hlo")
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def options(out: str) -> RunOptions:
 def local(tree: Path) -> dict[str, Any]:
     """The batch in local child processes, which die on boom.hlo."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))
+        patch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))
         report = batch.run([str(tree)], options("out-local")).to_dict()
     assert report["summary"] == {"processed": 6, "changed": 2, "unchanged": 2, "failed": 2, "skipped": 0}
     (boom,) = [m for m in report["modules"] if m["path"].endswith("boom.hlo")]
@@ -125,7 +126,7 @@ def test_verify_numerics_on_dask_equals_the_local_one(client: Client, tree: Path
     or a local pool worker): the comparisons and the report are the local ones, boom.hlo included."""
     verify = replace(options("out-local"), verify_numerics=True, per_pass=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))
+        patch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))
         local = comparable(batch.run([str(tree)], verify).to_dict())
     done = hloopt.batch.run([str(tree)], replace(verify, output="out-dask"), executor=client.get_executor())
     assert comparable(done.to_dict()) == local
@@ -155,7 +156,7 @@ def test_dask_from_the_command_line(client: Client, tree: Path, local: dict[str,
 
 
 def test_a_process_pool_and_a_thread_pool(tree: Path, local: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch, "_CHILD_PROGRAM", kills_on("boom.hlo"))  # the thread pool's children
+    monkeypatch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))  # the thread pool's pool workers
     context = multiprocessing.get_context("spawn")  # this process may hold jax: never fork it
     with (
         ProcessPoolExecutor(2, mp_context=context, initializer=_install_killer) as processes,
