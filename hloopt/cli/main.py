@@ -20,6 +20,7 @@ import click
 
 from hloopt import __version__
 from hloopt.errors import HloError
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -57,6 +58,18 @@ def exit_on_errors(errors: Sequence[Exception]) -> None:
         echo_error(err)
     if unique:
         sys.exit(2)
+
+
+def timeout_option(calls: str) -> Callable[[F], F]:
+    """``--timeout SECONDS``, for a command whose XLA `calls` (described) may crash or never end."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_TIMEOUT,
+        show_default=True,
+        metavar="SECONDS",
+        help=f"Stop XLA after this long on any one call ({calls}): the module fails, naming the stage. 0: no limit.",
+    )
 
 
 class ShardType(click.ParamType):
@@ -219,6 +232,7 @@ def main() -> None:
     "themselves, so they must share this filesystem; --jobs then sizes the modules in flight [default: "
     "the cluster's threads].",
 )
+@timeout_option("reading or writing a .pb or .mlir file, one module's --verify-numerics")
 @reports_errors
 # Each option arrives under its RunOptions field name (tests/cli keeps the two lists equal), but
 # --dask-scheduler: the CLI turns it into the executor the batch runs on.
@@ -291,16 +305,16 @@ def _echo_losses(output: str | None, lost: list[str]) -> None:
         click.echo(f"hloopt: warning: {output}: this format does not keep {'; '.join(lost)}", err=True)
 
 
-def _echo_module(text: str, output_format: str | None) -> None:
-    """The module on stdout, as HLO text unless --output-format asks for another format."""
-    if output_format in (None, "hlo"):
+def _echo_module(text: str, name: str, options: RunOptions) -> None:
+    """The module (read from `name`) on stdout, as HLO text unless --output-format asks for another format."""
+    if options.output_format in (None, "hlo"):
         click.echo(text, nl=False)
         return
     from hloopt.support.formats import OUTPUT_FORMATS
     from hloopt.xla.formats import dump, losses
 
-    fmt = OUTPUT_FORMATS[output_format]
-    data = dump(text, fmt)
+    fmt = OUTPUT_FORMATS[options.output_format]
+    data = dump(text, fmt, name, timeout=options.timeout)
     _echo_losses("<stdout>", losses(text, fmt))
     if isinstance(data, bytes):
         sys.stdout.buffer.write(data)
@@ -348,7 +362,7 @@ def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) 
                 click.echo(f"hloopt: {module.label} would change", err=True)
         sys.exit(1 if any(module.status == "changed" for module in modules) else 0)
     if not options.show_diff and options.output is None and not options.in_place:
-        _echo_module(file.text, options.output_format)
+        _echo_module(file.text, file.path, options)
     if options.verify_numerics:
         errors: list[Exception] = []
         over = False

@@ -24,6 +24,7 @@ from hloopt.errors import HloError, HloParseError
 from hloopt.support.fileio import check_output, make_directories, source_name, write_atomic
 from hloopt.support.formats import Format
 from hloopt.xla import formats
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
     from hloopt.driver.batch import Shard
@@ -64,6 +65,9 @@ class RunOptions:
     jobs: int | None = None
     report_path: str | None = None
     shard: Shard | None = None
+    #: Seconds any one XLA call may take (reading or writing a .pb or .mlir file, one module's
+    #: comparison); then its worker is killed and the module fails. 0: no limit.
+    timeout: float = DEFAULT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -193,8 +197,11 @@ class Output:
             module.output, module.losses, module.pending = self.target, self.losses, None
 
 
-def process_file(job: Job, options: RunOptions) -> FileResult:
+def process_file(job: Job, options: RunOptions, pool: IsolatedPool | None = None) -> FileResult:
     """Read, parse, run the passes, print, diff and write one file; any error becomes a failed result.
+
+    A .pb or StableHLO file is read, and such an output written, by XLA in a worker of `pool` (else
+    one started for the conversion): a file that crashes XLA fails alone.
 
     With --split-input-file each chunk is a module with its own result (errors located in the file),
     and the file is written only when every chunk succeeded, so a failure never leaves half an output.
@@ -205,7 +212,7 @@ def process_file(job: Job, options: RunOptions) -> FileResult:
     start = time.perf_counter()
     file = FileResult(job.name, [ModuleResult(job.name)])
     try:
-        _process(job, options, file)
+        _process(job, options, file, pool)
     except Exception as err:  # the file as a whole failed (reading, splitting, writing): so did each of its modules
         for module in file.modules:
             _failed(module, err, job.name)
@@ -220,7 +227,7 @@ def _failed(result: ModuleResult, err: Exception, name: str) -> None:
     result.exception = err
 
 
-def _process(job: Job, options: RunOptions, file: FileResult) -> None:
+def _process(job: Job, options: RunOptions, file: FileResult, pool: IsolatedPool | None) -> None:
     target = None if options.check else job.path if options.in_place else job.below(options.output)
     dump = job.below(options.dump_dir) if options.passes is not None else None
     # Every output is checked before anything is written: a path that cannot be written leaves nothing behind.
@@ -231,7 +238,7 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
             raise HloError(f"{target}: --split-input-file writes its chunks back as HLO text, not as {fmt.value}")
     if dump is not None:
         check_output(dump, directory=True, create=job.relative is not None)
-    loaded = formats.load(job.path)
+    loaded = formats.load(job.path, timeout=options.timeout, pool=pool)
     if options.split_input_file:
         pieces = chunks.split_loaded(loaded, job.name)
         file.modules = [ModuleResult(job.name, chunk=piece.place) for piece in pieces]
@@ -255,9 +262,8 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
         file.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
     if target is not None and not (options.in_place and text == as_file(source)):
         fmt = _output_format(job, options, loaded.format, target)
-        output = Output(
-            target, formats.dump(text, fmt), formats.losses(text, fmt), job.relative is not None, file.modules
-        )
+        data = formats.dump(text, fmt, job.name, timeout=options.timeout, pool=pool)
+        output = Output(target, data, formats.losses(text, fmt), job.relative is not None, file.modules)
         if options.verify_numerics:
             output.hold()
         else:
@@ -345,8 +351,13 @@ def compare_numerics(
         if result.texts is None:
             raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
         calls.append((*result.texts, result.stages if options.per_pass else None, options, result.label))
+    # Each comparison is one call: a module that kills XLA or runs past the timeout fails alone, said of its file.
+    timeout, labels = limit(options.timeout), [result.label for result in results]
     try:
-        outcomes = pool.map(_compare, calls) if pool is not None else isolated_map(_compare, calls, workers=1)
+        if pool is not None:
+            outcomes = pool.map(_compare, calls, timeout=timeout, labels=labels)
+        else:
+            outcomes = isolated_map(_compare, calls, workers=1, timeout=timeout, labels=labels)
     except BaseException:
         _withhold(results)
         raise

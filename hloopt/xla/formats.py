@@ -350,7 +350,9 @@ def _converted(text: str, fmt: Format, name: str) -> str | bytes:
         try:
             proto = hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
         except Exception as err:
-            raise HloError(f"{name}: XLA cannot read the module to write it as {fmt.value}: {_first_line(err)}") from None
+            raise HloError(
+                f"{name}: XLA cannot read the module to write it as {fmt.value}: {_first_line(err)}"
+            ) from None
     if fmt is Format.PROTO:
         return bytes(proto)
     from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
