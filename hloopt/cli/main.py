@@ -395,6 +395,7 @@ def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str |
     """``hloopt run DIR`` or ``run INPUT...``: a progress bar on a terminal, each diff and warning, the
     summary, the exit code."""
     from hloopt.driver import batch, report
+    from hloopt.driver.flow import output_clashes
     from hloopt.support.fileio import write_atomic
 
     options = batch.check_options(inputs, options)
@@ -408,6 +409,9 @@ def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str |
             threads = sum(worker["nthreads"] for worker in client.scheduler_info()["workers"].values())
             in_flight = batch.in_flight(options.jobs or max(threads, 1))
         jobs = batch.plan(inputs, options)
+        clashes = output_clashes(jobs, options)
+        if clashes:  # one output would replace another
+            raise HloError("; ".join(clashes))
         process = partial(batch.run, inputs, options, jobs=jobs, executor=executor, max_in_flight=in_flight)
         if sys.stderr.isatty():
             with click.progressbar(length=len(jobs), file=sys.stderr, label="hloopt") as bar:

@@ -22,7 +22,7 @@ from hloopt.driver import chunks
 from hloopt.driver.chunks import Place, as_file, in_chunk, label
 from hloopt.errors import HloError, HloParseError
 from hloopt.support.fileio import check_output, make_directories, source_name, write_atomic
-from hloopt.support.formats import Format
+from hloopt.support.formats import Format, named_for, named_format
 from hloopt.xla import formats
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
@@ -227,8 +227,37 @@ def _failed(result: ModuleResult, err: Exception, name: str) -> None:
     result.exception = err
 
 
+def output_target(job: Job, options: RunOptions, read: Format) -> str | None:
+    """Where `job`'s output goes (None: nowhere, or stdout): INPUT itself with --in-place, -o for a lone
+    file, else its place in the mirrored tree named for the format written there (`named_for`), which
+    for a batch member is its input's format `read` unless --output-format says another."""
+    if options.check:
+        return None
+    if options.in_place:
+        return job.path
+    target = job.below(options.output)
+    if target is None or job.relative is None:
+        return target
+    return named_for(target, _output_format(job, options, read, target))
+
+
+def output_clashes(jobs: Sequence[Job], options: RunOptions) -> list[str]:
+    """Each output two files of a batch would be written into (``a.hlo`` and ``a.pb`` under
+    ``--output-format pb``), saying which; each file's format is the one its name says."""
+    writers: dict[str, list[str]] = {}
+    for job in jobs:
+        target = output_target(job, options, named_format(job.path) or Format.HLO)
+        if target is not None and not options.in_place:
+            writers.setdefault(target, []).append(job.name)
+    return [
+        f"{target}: would be written from both {' and '.join(names)}"
+        for target, names in writers.items()
+        if len(names) > 1
+    ]
+
+
 def _process(job: Job, options: RunOptions, file: FileResult, pool: IsolatedPool | None) -> None:
-    target = None if options.check else job.path if options.in_place else job.below(options.output)
+    target = output_target(job, options, named_format(job.path) or Format.HLO)
     dump = job.below(options.dump_dir) if options.passes is not None else None
     # Every output is checked before anything is written: a path that cannot be written leaves nothing behind.
     # (--in-place rewrites INPUT only when its text changes: its directory is checked only then, by the write.)
@@ -236,9 +265,19 @@ def _process(job: Job, options: RunOptions, file: FileResult, pool: IsolatedPool
         check_output(target, create=job.relative is not None)
         if options.split_input_file and (fmt := _output_format(job, options, Format.HLO, target)) is not Format.HLO:
             raise HloError(f"{target}: --split-input-file writes its chunks back as HLO text, not as {fmt.value}")
+    if options.in_place and options.output_format is not None:
+        fmt = formats.output_format(job.path, options.output_format)
+        if named_for(job.path, fmt) != job.path:
+            raise HloError(
+                f"{job.name}: --in-place keeps each file's name, which does not say {fmt.value}; "
+                f"write --output-format {options.output_format} into -o OUTDIR instead"
+            )
     if dump is not None:
         check_output(dump, directory=True, create=job.relative is not None)
     loaded = formats.load(job.path, timeout=options.timeout, pool=pool)
+    if target is not None and (named := output_target(job, options, loaded.format)) != target:
+        target = named  # the format the file holds is not the one its name says (a .mlirbc becomes .mlir)
+        check_output(target, create=job.relative is not None)
     if options.split_input_file:
         pieces = chunks.split_loaded(loaded, job.name)
         file.modules = [ModuleResult(job.name, chunk=piece.place) for piece in pieces]
