@@ -12,7 +12,7 @@ from hloopt.errors import HloError
 
 #: The default limit, in seconds: far above what XLA's CPU compiler and a run of any module a user would
 #: compare on a CPU take, yet short enough that a forgotten endless loop ends within a coffee break.
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT: float = 600
 
 
 def limit(seconds: float | None) -> float | None:
