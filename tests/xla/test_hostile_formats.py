@@ -10,18 +10,24 @@ found by flipping every byte: some spin in jaxlib's reader, some crash it, on ja
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import xla_workers
 from hlo_text import hlo
+from xla_workers import on_worker_path
 
+from hloopt.driver.chunks import Chunk, Place, split
 from hloopt.errors import HloError
 from hloopt.support.formats import Format
+from hloopt.text.parser import parse
 from hloopt.xla import formats
-from hloopt.xla.bridge import XlaCrash
+from hloopt.xla.bridge import XlaCrash, isolated_map
 
 DATA = Path(__file__).parent / "data"
 
@@ -212,3 +218,59 @@ def test_run_writing_text_xla_cannot_parse_exits_2_and_writes_nothing(tmp_path: 
     result = hloopt("run", source, "-o", tmp_path / output)
     assert_one_error(result, source, "while reading the module to write it as")
     assert not (tmp_path / output).exists()
+
+
+# --- every accepted module, in every format --------------------------------------------------------
+
+
+def accepted_modules(corpus_dir: Path, every: int) -> list[tuple[str, str]]:
+    """(text as hloopt prints it, name) of each module hloopt accepts among every `every`-th corpus module,
+    the corpus's `invalid/` modules, the error cases of `tests/errors` (chunk by chunk) and `UNWRITABLE`;
+    modules whose elided constants XLA would fill with over 64 MiB are left out (CI's memory)."""
+    files = sorted((corpus_dir / "xla").glob("*.hlo"))[::every] + sorted((corpus_dir / "invalid").glob("*.hlo"))
+    files += sorted((Path(__file__).parents[1] / "errors").glob("*.hlo"))
+    sources = [(chunk.text, f"{path.name}:{chunk.place.line}") for path in files for chunk in _chunks(path)]
+    sources += [(text, case) for case, text in UNWRITABLE.items()]
+    accepted = []
+    for text, name in sources:
+        try:
+            printed = parse(text, name).to_text()
+        except HloError:
+            continue
+        if formats.elided_constant_bytes(printed) <= 64 << 20:
+            accepted.append((printed, name))
+    return accepted
+
+
+def _chunks(path: Path) -> list[Chunk]:
+    text = path.read_text(errors="replace")
+    try:
+        return split(text, path.name)
+    except HloError:
+        return [Chunk(Place(1, 1), text)]
+
+
+@pytest.mark.corpus
+def test_every_accepted_module_is_written_in_every_format_or_refused_in_one_line(
+    corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever hloopt accepts is written as .pb and .mlir and read back, or refused as one error naming
+    the module; never a dead process. Every 40th corpus module (all with ``HLOOPT_CORPUS_FULL=1``)."""
+    every = 1 if os.environ.get("HLOOPT_CORPUS_FULL") == "1" else 40
+    modules = accepted_modules(corpus_dir, every)
+    calls = [(text, fmt, name) for text, name in modules for fmt in ("pb", "mlir")]
+    on_worker_path(monkeypatch)
+    results = isolated_map(xla_workers.written_and_read_back, calls, timeout=300, labels=[c[2] for c in calls])
+    outcomes: Counter[tuple[str, str]] = Counter()
+    for (_, fmt, name), result in zip(calls, results):
+        if isinstance(result, HloError):
+            said = str(result)
+            assert said.startswith(f"{name}: ") and "\n" not in said, said
+            outcomes[fmt, "crashed" if isinstance(result, XlaCrash) else "refused"] += 1
+        else:
+            assert result == "ok"
+            outcomes[fmt, "ok"] += 1
+    print(f"\n{len(modules)} accepted modules: {dict(outcomes)}")
+    for case in UNWRITABLE:  # the class XLA's parser dies on: refused, one line, for both formats
+        assert [r for (_, _, name), r in zip(calls, results) if name == case and isinstance(r, XlaCrash)]
+    assert outcomes["pb", "ok"] >= len(modules) - len(UNWRITABLE) - 5
