@@ -275,7 +275,8 @@ def _process(job: Job, options: RunOptions, file: FileResult, pool: IsolatedPool
     if dump is not None:
         check_output(dump, directory=True, create=job.relative is not None)
     loaded = formats.load(job.path, timeout=options.timeout, pool=pool)
-    if target is not None and (named := output_target(job, options, loaded.format)) != target:
+    named = output_target(job, options, loaded.format)
+    if target is not None and named is not None and named != target:
         target = named  # the format the file holds is not the one its name says (a .mlirbc becomes .mlir)
         check_output(target, create=job.relative is not None)
     if options.split_input_file:
