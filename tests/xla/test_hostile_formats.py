@@ -166,6 +166,18 @@ def test_every_command_reading_a_killer_proto_prints_one_line_and_exits_2(tmp_pa
     assert_one_error(hloopt(command, *args), path, "worker died with SIGSEGV while reading the HloModuleProto")
 
 
+def test_a_proto_xla_refuses_is_one_line_without_xla_s_log(tmp_path: Path) -> None:
+    """jaxlib logs about 45 lines (its RET_CHECK and a stack trace) before it raises: they stay in the worker."""
+    data = formats.dump(TUPLE, Format.PROTO)
+    assert isinstance(data, bytes)
+    operands = data.index(b"\xa2\x02\x01\x02", data.index(b"get-tuple-element"))  # operand_ids = [2], the tuple
+    path = tmp_path / "m.pb"
+    path.write_bytes(data[:operands] + b"\xa2\x02\x01\x09" + data[operands + 4 :])  # an instruction that is not there
+    assert_one_error(
+        hloopt("run", path), path, "not a readable HloModuleProto: RET_CHECK failure", "invalid operand id(s)"
+    )
+
+
 @pytest.mark.parametrize("command", ["run", "exec"])
 def test_a_bytecode_file_jaxlib_never_finishes_reading_ends_at_the_timeout(tmp_path: Path, command: str) -> None:
     path = tmp_path / "m.mlirbc"
