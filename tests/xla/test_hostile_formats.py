@@ -267,18 +267,21 @@ def test_every_accepted_module_is_written_in_every_format_or_refused_in_one_line
     corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whatever hloopt accepts is written as .pb and .mlir and read back, or refused as one error naming
-    the module; never a dead process. Every 40th corpus module (all with ``HLOOPT_CORPUS_FULL=1``)."""
-    every = 1 if os.environ.get("HLOOPT_CORPUS_FULL") == "1" else 40
+    the module; never a dead process. Every 60th corpus module (all with ``HLOOPT_CORPUS_FULL=1``). Among
+    them XLA's converter segfaults on hlo_module_stitcher_test__9's StableHLO and never finishes reading back
+    the StableHLO it wrote for batched_gather_scatter_normalizer_test__7: both are one line too."""
+    every = 1 if os.environ.get("HLOOPT_CORPUS_FULL") == "1" else 60
     modules = accepted_modules(corpus_dir, every)
     calls = [(text, fmt, name) for text, name in modules for fmt in ("pb", "mlir")]
     on_worker_path(monkeypatch)
-    results = isolated_map(xla_workers.written_and_read_back, calls, timeout=300, labels=[c[2] for c in calls])
+    results = isolated_map(xla_workers.written_and_read_back, calls, timeout=60, labels=[c[2] for c in calls])
     outcomes: Counter[tuple[str, str]] = Counter()
     for (_, fmt, name), result in zip(calls, results):
         if isinstance(result, HloError):
             said = str(result)
             assert said.startswith(f"{name}: ") and "\n" not in said, said
             outcomes[fmt, "crashed" if isinstance(result, XlaCrash) else "refused"] += 1
+            print(f"\n{fmt}: {said[:300]}")
         else:
             assert result == "ok"
             outcomes[fmt, "ok"] += 1
