@@ -267,8 +267,8 @@ def test_every_accepted_module_is_written_in_every_format_or_refused_in_one_line
     corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whatever hloopt accepts is written as .pb and .mlir and read back, or refused as one error naming
-    the module; never a dead process. Every 60th corpus module (all with ``HLOOPT_CORPUS_FULL=1``). Among
-    them XLA's converter segfaults on hlo_module_stitcher_test__9's StableHLO and never finishes reading back
+    the module; never a dead process. Every 60th corpus module (all with ``HLOOPT_CORPUS_FULL=1``). In the
+    corpus, XLA's converter segfaults on hlo_module_stitcher_test__9's StableHLO and never finishes reading back
     the StableHLO it wrote for batched_gather_scatter_normalizer_test__7: both are one line too."""
     every = 1 if os.environ.get("HLOOPT_CORPUS_FULL") == "1" else 60
     modules = accepted_modules(corpus_dir, every)
