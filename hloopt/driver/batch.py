@@ -384,7 +384,7 @@ def _work(
     """
     if job.relative is not None and (reason := not_a_module(job)) is not None:
         return Skipped(job.name, [], reason=reason)
-    result = process_file(job, options, _comparisons())
+    result = process_file(job, options)
     if options.verify_numerics:
         with comparing():
             verify_numerics(result.modules, options, _comparisons())
