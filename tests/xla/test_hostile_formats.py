@@ -24,6 +24,7 @@ from xla_workers import on_worker_path
 
 from hloopt.driver.chunks import Chunk, Place, split
 from hloopt.errors import HloError
+from hloopt.roundtrip import check_roundtrip
 from hloopt.support.formats import Format
 from hloopt.text.parser import parse
 from hloopt.xla import formats
@@ -230,6 +231,14 @@ def test_run_writing_text_xla_cannot_parse_exits_2_and_writes_nothing(tmp_path: 
     result = hloopt("run", source, "-o", tmp_path / output)
     assert_one_error(result, source, "while reading the module to write it as")
     assert not (tmp_path / output).exists()
+
+
+def test_the_round_trip_check_of_text_that_kills_xla_is_an_xla_input_error() -> None:
+    """`hloopt.roundtrip.check_roundtrip` runs XLA in a worker too: its caller lives to read the answer."""
+    checked = check_roundtrip(UNWRITABLE["token[4]"], "t.hlo")
+    assert not checked.ok
+    assert checked.xla_input_error is not None
+    assert checked.xla_input_error.startswith("XLA crashed: t.hlo: XLA parse failed: worker died with SIGABRT")
 
 
 # --- every accepted module, in every format --------------------------------------------------------
