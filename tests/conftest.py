@@ -9,8 +9,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Every pipeline run in the tests checks each pass's "changed" flag against the printed module
-# (XLA's VerifyPassChangedReport); subprocesses inherit it.
+# Every `hloopt run` in the tests, in-process or a subprocess, checks each pass's "changed" flag against the
+# printed module (XLA's VerifyPassChangedReport): the command line reads this once as it starts. The library
+# reads no environment, so the pass tests ask for the check themselves (`tests/passes/pass_testing.py`).
 os.environ.setdefault("HLOOPT_CHECK_PASS_CHANGED", "both")
 
 

@@ -140,7 +140,3 @@ class ShapeResolver:
             return None if root is None else (root.shape or self._inferred.get(root))
         inferred = infer(instruction, operand_shapes)
         return None if inferred is None else map_leaves(inferred, _with_layout)
-
-    def forget(self) -> None:
-        """Drop cached inferences after a pass changed operand types."""
-        self._inferred.clear()

@@ -6,7 +6,7 @@ numpy arrays or raw bytes between the BIR dtypes with the device's rules
 """
 
 from .config import DEFAULT_FP8_CONFIG, FP8ConversionConfig
-from .dtypes import NAMES, ORDINALS, PROFILES, DType, names, resolve
+from .dtypes import NAMES, ORDINALS, PROFILES, DType, Numerics, names, resolve
 from .engine import cast
 from .errors import CastError
 
@@ -18,6 +18,7 @@ __all__ = [
     "CastError",
     "DType",
     "FP8ConversionConfig",
+    "Numerics",
     "cast",
     "names",
     "resolve",

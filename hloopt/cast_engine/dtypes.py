@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import index as as_index
+from typing import Literal, TypeAlias
 
 import ml_dtypes
 import numpy as np
@@ -20,6 +21,10 @@ from .errors import CastError
 NEURON = "neuron"
 XLA = "xla"
 PROFILES = (NEURON, XLA)
+#: Whose cast rules a convert follows, the profiles by name: XLA's ``convert``, or the Neuron device's
+#: ``CastToNewDType``. The one type for fold-constant-converts' option, execution and ``hloopt.jax``;
+#: in the order choices are listed to users.
+Numerics: TypeAlias = Literal["xla", "neuron"]
 _BOTH = frozenset(PROFILES)
 
 

@@ -20,6 +20,7 @@ import click
 
 from hloopt import __version__
 from hloopt.errors import HloError
+from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from hloopt.driver.batch import Shard
     from hloopt.driver.flow import RunOptions
+    from hloopt.passes.pipeline import ChangedCheck
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -184,8 +186,12 @@ def main() -> None:
     help="With --verify-numerics: a row per pass that changed the module, its error against the input "
     "and against the module before that pass (also in --report).",
 )
-@click.option("--rtol", type=float, default=1e-2, show_default=True, help="Relative tolerance for --verify-numerics.")
-@click.option("--atol", type=float, default=1e-3, show_default=True, help="Absolute tolerance for --verify-numerics.")
+@click.option(
+    "--rtol", type=float, default=VERIFY_RTOL, show_default=True, help="Relative tolerance for --verify-numerics."
+)
+@click.option(
+    "--atol", type=float, default=VERIFY_ATOL, show_default=True, help="Absolute tolerance for --verify-numerics."
+)
 @click.option(
     "--in-place", is_flag=True, help="Write the result over INPUT (only files whose text changes are rewritten)."
 )
@@ -246,7 +252,7 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
     """
     from hloopt.driver.flow import RunOptions
 
-    options = RunOptions(**given)
+    options = RunOptions(**given, check_changed=_changed_check())
     if "-" in inputs and len(inputs) > 1:
         raise click.UsageError("- (stdin) must be the only INPUT")
     if options.in_place and ("-" in inputs or options.output is not None):
@@ -261,6 +267,13 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
         _run_file(inputs[0], options, dask_scheduler)
     else:
         _run_batch(inputs, options, dask_scheduler)
+
+
+def _changed_check() -> ChangedCheck | None:
+    """$HLOOPT_CHECK_PASS_CHANGED, read here once for the whole run: "1" or "silent" (a pass that says it
+    changed nothing must not have changed the text), "both" (nor may one that says it did leave it the same)."""
+    value = os.environ.get("HLOOPT_CHECK_PASS_CHANGED", "")
+    return "silent" if value in ("1", "silent") else "both" if value == "both" else None
 
 
 #: Options of ``run`` that mean something only beside another: (parameter, whether the options have what
@@ -326,6 +339,7 @@ def _echo_module(text: str, name: str, options: RunOptions) -> None:
 def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) -> None:
     """``hloopt run FILE``: the module's text (or diff) on stdout or to -o, what the passes did on stderr."""
     from hloopt.driver.flow import Job, compare_numerics, process_file
+    from hloopt.support.gcpause import paused_gc
 
     batch_only = (
         ("--glob", options.globs),
@@ -342,7 +356,8 @@ def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) 
         options = replace(options, output=None)
     elif options.output is not None and input_path != "-" and same_file(input_path, options.output):
         raise HloError(f"{options.output}: is the input file; use --in-place to overwrite it")
-    file = process_file(Job(input_path), options)
+    with paused_gc():  # the collector is the program's to pause: library calls leave it alone
+        file = process_file(Job(input_path), options)
     modules = file.modules
     if any(module.passes for module in modules):  # the pipeline ran to its end
         _echo_order_note(options.passes)

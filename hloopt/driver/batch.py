@@ -48,6 +48,7 @@ from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, proces
 from hloopt.errors import HloError
 from hloopt.support.fileio import check_output, discard_partial_writes, make_directories, read_bytes
 from hloopt.support.formats import MLIR_START, Format, detect, top_level_fields
+from hloopt.support.gcpause import paused_gc
 
 if TYPE_CHECKING:
     from hloopt.xla.bridge import IsolatedPool
@@ -715,7 +716,9 @@ def _serve(requests: int, replies: int) -> NoReturn:
                 except EOFError:
                     break
                 for job in jobs:  # each result as it is ready: when one file kills this process, the others are home
-                    pickle.dump(task.process(job), outbox, protocol=pickle.HIGHEST_PROTOCOL)
+                    with paused_gc():  # this process is the batch's: its collector is paused file by file
+                        result = task.process(job)
+                    pickle.dump(result, outbox, protocol=pickle.HIGHEST_PROTOCOL)
                     outbox.flush()
     except BaseException:  # a bug: in the worker's log, and the worker reports the file as lost
         traceback.print_exc()

@@ -23,12 +23,13 @@ from hloopt.driver.chunks import Place, as_file, in_chunk, label
 from hloopt.errors import HloError, HloParseError
 from hloopt.support.fileio import check_output, make_directories, source_name, write_atomic
 from hloopt.support.formats import Format, named_for, named_format
+from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
 from hloopt.xla import formats
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
     from hloopt.driver.batch import Shard
-    from hloopt.passes.pipeline import PassReport
+    from hloopt.passes.pipeline import ChangedCheck, PassReport
     from hloopt.xla.bridge import IsolatedPool
     from hloopt.xla.execution import CompareReport
 
@@ -52,8 +53,8 @@ class RunOptions:
     verify_numerics: bool = False
     #: With verify_numerics: also compare the module after each pass that changed it (`compare_passes`).
     per_pass: bool = False
-    rtol: float = 1e-2
-    atol: float = 1e-3
+    rtol: float = VERIFY_RTOL
+    atol: float = VERIFY_ATOL
     #: ``hlo``, ``pb`` or ``mlir``: what outputs are written as (None: by -o's extension; a batch
     #: member keeps its input's format).
     output_format: str | None = None
@@ -68,6 +69,8 @@ class RunOptions:
     #: Seconds any one XLA call may take (reading or writing a .pb or .mlir file, one module's
     #: comparison); then its worker is killed and the module fails. 0: no limit.
     timeout: float = DEFAULT_TIMEOUT
+    #: The pipeline's changed-flag check (`run_pipeline`'s `check_changed`; the CLI reads $HLOOPT_CHECK_PASS_CHANGED).
+    check_changed: ChangedCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -337,6 +340,7 @@ def _process_module(
             numerics=options.numerics,
             dump_dir=dump,
             original=lambda: parse(located, name),
+            check_changed=options.check_changed,
             after_pass=(lambda pass_name, after: result.stages.append((pass_name, after)))
             if options.per_pass
             else None,

@@ -167,8 +167,6 @@ SIGNED_INT_TYPES: frozenset[str] = _names(Kind.SIGNED)
 UNSIGNED_INT_TYPES: frozenset[str] = _names(Kind.UNSIGNED)
 INT_TYPES: frozenset[str] = SIGNED_INT_TYPES | UNSIGNED_INT_TYPES
 COMPLEX_TYPES: frozenset[str] = _names(Kind.COMPLEX)
-#: PrimitiveType code of each element type.
-PRIMITIVE_TYPE_CODES: dict[str, int] = {row.name: row.code for row in ROWS}
 #: The real part type of each complex type (``c64`` → ``f32``).
 COMPLEX_PARTS: dict[str, str] = {row.name: row.part for row in ROWS if row.part is not None}
 #: The complex type whose parts are a float type (``f32`` → ``c64``).

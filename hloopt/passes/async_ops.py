@@ -38,20 +38,30 @@ class _Unwrapped:
 
 
 @contextmanager
-def unwrapped_async(module: Module) -> Generator[None]:
+def unwrapped_async(module: Module) -> Generator[dict[str, str]]:
     """Inside the block every async sugar chain of `module` is explicit; on leaving, the sugar is back
-    wherever the wrapped computation is still a single op."""
+    wherever the wrapped computation is still a single op.
+
+    Yields the name of each instruction made explicit (a wrapped op and its parameters) → the name of
+    the sugared instruction it was written as, so what a pass says of it can name what the text holds.
+    """
     records = [
         record
         for computation in list(module.computations)
         for start in list(computation.instructions)
         if (record := _unwrap(module, computation, start)) is not None
     ]
+    written_as = {
+        instruction.name: record.start.name
+        for record in records
+        if isinstance(wrapped := record.start.attributes.get("calls"), Computation)
+        for instruction in wrapped.instructions
+    }
     ours = {record.start for record in records}
     # Explicit starts whose computation is a single op now (one written otherwise stays as written).
     explicit = [start for start in _explicit_starts(module) if start not in ours and _calls_single_op(start)]
     try:
-        yield
+        yield written_as
     finally:
         for record in records:
             _keep_single(module, record.start)

@@ -24,8 +24,6 @@ _KEPT = ("epsilon", "feature_index")
 class BatchNormTrainingUpcast(OpExpanderPass):
     """kBatchNormTraining with any BF16 operand → convert, F32 batch-norm-training, gte, convert, tuple."""
 
-    name = "batchnorm-training-upcast"
-
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
         if instruction.opcode != "batch-norm-training":
             return False

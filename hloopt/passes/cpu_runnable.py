@@ -49,7 +49,7 @@ from hloopt.ir.module import (
     ProgramLayout,
 )
 from hloopt.ir.shape import ArrayShape, Shape, default_layout, map_leaves
-from hloopt.passes.base import HloPass, PassResult, known_shape
+from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of, where
 from hloopt.passes.pipeline import run_pipeline
 
 #: Custom-call targets XLA's CPU backend cannot run, as regular expressions over the whole target, each with
@@ -85,12 +85,12 @@ class NotCpuRunnable(HloError):
 class CpuRunnable(HloPass):
     """Fusions become calls, bitcasts logical ops, layouts default, backend configs go (see the module doc)."""
 
-    name = "cpu-runnable"
-
     def run_on_module(self, module: Module) -> PassResult:
         _refuse_unrunnable(module)
-        rewritten = _explicit_bitcasts(module) + _calls_for_fusions(module) + _plain_copies(module)
-        rewritten += sum(_strip(i) for i in list(module.instructions()))
+        replaced = _explicit_bitcasts(module) + _calls_for_fusions(module) + _plain_copies(module)
+        stripped = [i for i in list(module.instructions()) if _strip(i)]
+        provenance = tuple(replaced) + tuple(pair for i in stripped for pair in provenance_of(i, [i]))
+        rewritten = len({old for _, old in replaced}) + len(stripped)
         changed = rewritten > 0
         layout = module.entry_layout
         if layout is not None:
@@ -100,7 +100,7 @@ class CpuRunnable(HloPass):
                 changed = True
         if module.attributes.pop("is_scheduled", None) is not None:
             changed = True
-        return PassResult(changed, rewritten, _elided_constants(module))
+        return PassResult(changed, rewritten, _elided_constants(module), provenance)
 
     def matches(self, module: Module) -> list[Instruction]:
         """Fusions, bitcasts, and instructions with a backend_config or a layout the pass would drop."""
@@ -126,12 +126,6 @@ def cpu_runnable(module: Module) -> tuple[Module, tuple[str, ...]]:
 # --- refusals ------------------------------------------------------------------------------------
 
 
-def _where(instruction: Instruction) -> str:
-    """``%name (opcode) in %computation``: how the messages name an instruction."""
-    computation = instruction.parent.name if instruction.parent is not None else "?"
-    return f"%{instruction.name} ({instruction.opcode}) in %{computation}"
-
-
 def _refuse_unrunnable(module: Module) -> None:
     """Raise `NotCpuRunnable` for the first custom call XLA's CPU backend cannot run (`_UNRUNNABLE_TARGETS`)."""
     for instruction in module.instructions():
@@ -140,13 +134,13 @@ def _refuse_unrunnable(module: Module) -> None:
             target = target.strip('"') if isinstance(target, str) else ""
             for pattern, reason in _UNRUNNABLE_TARGETS:
                 if pattern.fullmatch(target):
-                    raise NotCpuRunnable(f"{_where(instruction)} calls {target}, {reason}")
+                    raise NotCpuRunnable(f"{where(instruction)} calls {target}, {reason}")
 
 
 def _elided_constants(module: Module) -> tuple[str, ...]:
     """A warning per constant printed as ``{...}``: XLA's parser makes up its values."""
     return tuple(
-        f"{_where(i)} was printed without its value ({{...}}); XLA runs it with made-up values, so the "
+        f"{where(i)} was printed without its value ({{...}}); XLA runs it with made-up values, so the "
         "results are not the program's: print the module with print_large_constants"
         for i in module.instructions()
         if i.literal is not None and i.literal.is_elided
@@ -174,12 +168,12 @@ def _array(shapes: ShapeResolver, instruction: Instruction) -> ArrayShape:
     """The array shape of a bitcast or of its operand; a tuple has no bytes to reinterpret."""
     shape = known_shape(shapes, instruction)
     if not isinstance(shape, ArrayShape):
-        raise NotCpuRunnable(f"{_where(instruction)} has the shape {shape.to_text()}, which no bitcast can reinterpret")
+        raise NotCpuRunnable(f"{where(instruction)} has the shape {shape.to_text()}, which no bitcast can reinterpret")
     return shape
 
 
-def _explicit_bitcasts(module: Module) -> int:
-    """Replace every bitcast by what it stands for; how many there were.
+def _explicit_bitcasts(module: Module) -> list[tuple[str, str]]:
+    """Replace every bitcast by what it stands for; the provenance of what replaced them.
 
     Each is read under the layouts as written, all before the first is replaced: an operand
     that is itself a rewritten bitcast has the same values but no longer its layout.
@@ -191,22 +185,26 @@ def _explicit_bitcasts(module: Module) -> int:
         for i in computation.instructions
         if i.opcode == "bitcast"
     ]
+    provenance: list[tuple[str, str]] = []
     for computation, bitcast, source, target in bitcasts:
-        computation.replace_instruction(bitcast, _explicit_bitcast(bitcast, source, target, shapes))
-    return len(bitcasts)
+        builder = Builder.before(bitcast)
+        replacement = _explicit_bitcast(builder, bitcast, source, target, shapes)
+        computation.replace_instruction(bitcast, replacement)
+        provenance += provenance_of(bitcast, [*builder.created, replacement])
+    return provenance
 
 
 def _explicit_bitcast(
-    bitcast: Instruction, source: ArrayShape, target: ArrayShape, shapes: ShapeResolver
+    builder: Builder, bitcast: Instruction, source: ArrayShape, target: ArrayShape, shapes: ShapeResolver
 ) -> Instruction:
-    """The logical operations that `bitcast` from `source` to `target` (layouts as written) stands for."""
+    """The logical operations that `bitcast` from `source` to `target` (layouts as written) stands for,
+    made with `builder`."""
     (operand,) = bitcast.operands
     if source == target:  # whatever the layout, tiles included, it holds its own bytes
         return operand
     problem = _inexpressible(source, target)
     if problem is not None:
-        raise NotCpuRunnable(f"{_where(bitcast)} {source.to_text()} → {target.to_text()}: {problem}")
-    builder = Builder.before(bitcast)
+        raise NotCpuRunnable(f"{where(bitcast)} {source.to_text()} → {target.to_text()}: {problem}")
     value = operand
     if not _is_row_major(source):  # the operand's elements in the order they are stored
         order = _physical_order(source)
@@ -307,12 +305,15 @@ def _retype(
 # --- fusions, layouts, configs -------------------------------------------------------------------
 
 
-def _calls_for_fusions(module: Module) -> int:
-    """Replace every fusion by a call of its fused computation; how many there were."""
+def _calls_for_fusions(module: Module) -> list[tuple[str, str]]:
+    """Replace every fusion by a call of its fused computation; the provenance of the calls."""
     fusions = [(c, i) for c in module.computations for i in c.instructions if i.opcode == "fusion"]
+    provenance: list[tuple[str, str]] = []
     for computation, fusion in fusions:
-        computation.replace_instruction(fusion, _as_call(fusion))
-    return len(fusions)
+        call = _as_call(fusion)
+        computation.replace_instruction(fusion, call)
+        provenance += provenance_of(fusion, [call])
+    return provenance
 
 
 def _async_copy(done: Instruction) -> Instruction | None:
@@ -323,14 +324,16 @@ def _async_copy(done: Instruction) -> Instruction | None:
     return start if list(start.users) == [done] else None
 
 
-def _plain_copies(module: Module) -> int:
-    """Replace each copy-start/copy-done pair by a copy; how many pairs there were."""
+def _plain_copies(module: Module) -> list[tuple[str, str]]:
+    """Replace each copy-start/copy-done pair by a copy; the provenance of the copies (each from its done)."""
     shapes = ShapeResolver(module)
     pairs = [(c, i, start) for c in module.computations for i in c.instructions if (start := _async_copy(i))]
+    provenance: list[tuple[str, str]] = []
     for computation, done, start in pairs:
         copy = Builder.before(done).add("copy", known_shape(shapes, done), start.operands)
         computation.replace_instruction(done, copy)
-    return len(pairs)
+        provenance += provenance_of(done, [copy])
+    return provenance
 
 
 def _as_call(fusion: Instruction) -> Instruction:

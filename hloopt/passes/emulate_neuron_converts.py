@@ -344,7 +344,6 @@ def _stamp(convert: Instruction) -> str:
 class EmulateNeuronConverts(OpExpanderPass):
     """Each convert between two BIR dtypes becomes HLO computing the device's CastToNewDType."""
 
-    name = "emulate-neuron-converts"
     #: The FP8ConversionConfig (spec 002): overflow clamps to ±max-finite; NaN (and e4m3fn overflow) → ±0.
     saturate: bool = True
     nan_suppress: bool = False

@@ -10,21 +10,18 @@ chosen numerics: "xla" (XLA's convert, so jax results do not move) or
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal as Choice
 
 import numpy as np
 
 from hloopt.analysis.shape_inference import ShapeResolver
-from hloopt.cast_engine import CastError, cast, resolve
+from hloopt.cast_engine import CastError, Numerics, cast, resolve
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import COMPLEX_TYPES, numpy_dtype
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import ArrayShape
 from hloopt.passes.base import OpExpanderPass, PassResult
 
-XLA, NEURON = "xla", "neuron"
-#: The numerics a fold can follow: XLA's convert, or the Neuron device's cast rules.
-Numerics = Choice["xla", "neuron"]
+XLA: Numerics = "xla"
 
 
 def _profile_for(element_type: str, profile: str) -> str | None:
@@ -65,7 +62,6 @@ def convert_array(value: np.ndarray, source: str, target: str, profile: str) -> 
 class FoldConstantConverts(OpExpanderPass):
     """Replace each convert of an array constant by the converted constant."""
 
-    name = "fold-constant-converts"
     numerics: Numerics = XLA
 
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
@@ -92,7 +88,8 @@ class FoldConstantConverts(OpExpanderPass):
 
     def run_on_module(self, module: Module) -> PassResult:
         """Repeat until nothing matches, so ``convert(convert(constant))`` folds all the way."""
-        rewritten = 0
+        rewritten, provenance = 0, list[tuple[str, str]]()
         while (step := super().run_on_module(module)).changed:
             rewritten += step.rewritten
-        return PassResult(rewritten > 0, rewritten)
+            provenance += step.provenance
+        return PassResult(rewritten > 0, rewritten, provenance=tuple(provenance))

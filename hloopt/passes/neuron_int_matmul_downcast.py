@@ -52,8 +52,6 @@ def all_leaves_integers(shape: Shape | None) -> bool:
 class NeuronIntMatmulDowncast(OpExpanderPass):
     """kDot with an all-integer result → F32 dot between converts, locked with auto_cast=none."""
 
-    name = "neuron-int-matmul-downcast"
-
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
         return instruction.opcode == "dot" and all_leaves_integers(shapes(instruction))
 

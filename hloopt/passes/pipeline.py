@@ -8,7 +8,6 @@ not know (one written in a notebook) runs right after the pass named before it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,14 +16,12 @@ from typing import Literal, Protocol
 from hloopt.analysis.verifier import VerificationError, verify
 from hloopt.errors import HloError
 from hloopt.ir.module import Module
-from hloopt.passes.base import HloPass
+from hloopt.passes.base import HloPass, PassError, pass_name
 from hloopt.passes.registry import row_of, select
 from hloopt.support.fileio import write_atomic
-from hloopt.support.gcpause import paused_gc
 
-#: Turns the changed-flag check on for every pipeline ("1" or "silent": a pass that says it changed nothing
-#: must not have changed the text; "both": also a pass that says it changed something must have).
-CHECK_CHANGED_ENV = "HLOOPT_CHECK_PASS_CHANGED"
+#: The changed-flag check: "silent", a pass that says it changed nothing must not have changed the
+#: text; "both", also a pass that says it changed something must have.
 ChangedCheck = Literal["off", "silent", "both"]
 
 
@@ -40,7 +37,6 @@ class PassReport:
 
 @dataclass
 class PipelineReport:
-    notes: list[str] = field(default_factory=list[str])
     passes: list[PassReport] = field(default_factory=list[PassReport])
 
     @property
@@ -74,11 +70,11 @@ class _Step:
 
     @property
     def name(self) -> str:
-        return self.hlo_pass.name or type(self.hlo_pass).__name__
+        return pass_name(self.hlo_pass)
 
 
-def plan(passes: str | Sequence[str | HloPass], numerics: str | None = None) -> tuple[list[_Step], list[_Step]]:
-    """The passes as given and in run order; specs are expanded, pass objects taken as they are."""
+def plan(passes: str | Sequence[str | HloPass], numerics: str | None = None) -> list[_Step]:
+    """The passes in run order; specs are expanded, pass objects taken as they are."""
     items = [passes] if isinstance(passes, str) else list(passes)
     given: list[_Step] = []
     for item in items:
@@ -94,7 +90,7 @@ def plan(passes: str | Sequence[str | HloPass], numerics: str | None = None) -> 
     given = list(dict.fromkeys(given))
     if not given:
         raise HloError("--passes names no pass; use 'all' or a comma-separated list (see 'hloopt passes')")
-    return given, sorted(given, key=lambda step: step.rank)
+    return sorted(given, key=lambda step: step.rank)
 
 
 def run_pipeline(
@@ -116,29 +112,31 @@ def run_pipeline(
     input up front would cost a whole verifier run on every module.
 
     `check_changed` (XLA's VerifyPassChangedReport) prints the module around every pass
-    and fails a pass whose "changed" does not match the text; default: $HLOOPT_CHECK_PASS_CHANGED,
-    else on ("silent") when dumping, since the dumps print the module anyway, else off.
+    and fails a pass whose "changed" does not match the text; default: on ("silent") when
+    dumping, since the dumps print the module anyway, else off. (The CLI passes
+    $HLOOPT_CHECK_PASS_CHANGED here; the library reads no environment.)
 
     `after_pass` is given the name and printed module of each pass that changed it (the CLI's
     --per-pass compares them), printed once when dumping too.
+
+    A pass that fails on a bug raises a `PassError` naming it and the passes that ran before it.
     """
-    given, ordered = plan(passes, numerics)
+    ordered = plan(passes, numerics)
     report = PipelineReport()
-    note = order_note(given, ordered)
-    if note:
-        report.notes.append(note)
     dump = Path(dump_dir) if dump_dir is not None else None
-    mode = check_changed or _changed_check_default(dump is not None)
+    mode = check_changed or ("silent" if dump is not None else "off")
     text = module.to_text() if dump is not None or mode != "off" else None
     if dump is not None:
         dump.mkdir(parents=True, exist_ok=True)
         write_atomic(dump / "00-input.hlo", text or "")
     step = 0
     for planned in ordered:
-        with paused_gc():
+        try:
             result = planned.hlo_pass.run(module)
-            if result.changed and check:
-                _verify_after(module, planned.name, original)
+        except PassError as err:
+            raise err.after(tuple(p.name for p in report.passes)) from err.__cause__
+        if result.changed and check:
+            _verify_after(module, planned.name, original)
         report.passes.append(PassReport(planned.name, result.changed, result.rewritten, result.warnings))
         if text is not None and (mode != "off" or (result.changed and dump is not None)):
             before, text = text, module.to_text()
@@ -151,15 +149,6 @@ def run_pipeline(
             if after_pass is not None:
                 after_pass(planned.name, after)
     return report
-
-
-def _changed_check_default(dumping: bool) -> ChangedCheck:
-    value = os.environ.get(CHECK_CHANGED_ENV, "")
-    if value in ("1", "silent"):
-        return "silent"
-    if value == "both":
-        return "both"
-    return "silent" if dumping else "off"
 
 
 def _check_changed_report(name: str, changed: bool, before: str, after: str, mode: ChangedCheck) -> None:

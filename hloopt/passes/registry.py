@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # importing base at run time would import the analysis layer 
 class PassInfo:
     """One registry row; `create(options)` imports the pass module and builds a pass object."""
 
+    #: The kebab-case name, written only here: the class takes it when it is defined (`HloPass`).
     name: str
     number: int
     class_name: str
@@ -124,6 +125,7 @@ REGISTRY: tuple[PassInfo, ...] = (
 )  # fmt: skip
 
 _BY_NAME: dict[str, PassInfo] = {p.name: p for p in REGISTRY} | {p.class_name.lower(): p for p in REGISTRY}
+_BY_CLASS: dict[tuple[str, str], PassInfo] = {(f"hloopt.passes.{p.module}", p.class_name): p for p in REGISTRY}
 
 
 def lookup(name: str) -> PassInfo:
@@ -135,13 +137,19 @@ def lookup(name: str) -> PassInfo:
     return found
 
 
+def row_for(module: str, class_name: str) -> PassInfo | None:
+    """The registry row of the class `class_name` defined in `module`; None for a class the registry does not know.
+
+    A registered pass class takes its `name` from here (`HloPass.__init_subclass__`), so a name is
+    written once, in its row, where listing the passes reads it without importing them.
+    """
+    return _BY_CLASS.get((module, class_name))
+
+
 def row_of(hlo_pass: HloPass) -> PassInfo | None:
     """The registry row of a pass object's class; None for a pass the registry does not know."""
     cls = type(hlo_pass)
-    for info in REGISTRY:
-        if info.class_name == cls.__name__ and cls.__module__ == f"hloopt.passes.{info.module}":
-            return info
-    return None
+    return row_for(cls.__module__, cls.__name__)
 
 
 @dataclass(frozen=True)

@@ -163,8 +163,6 @@ def exact_source(convert: Instruction, shapes: ShapeResolver) -> Instruction | N
 class SimplifyConverts(OpExpanderPass):
     """A convert to its operand's own type, or an exact widen-then-narrow pair, becomes its source."""
 
-    name = "simplify-converts"
-
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
         return exact_source(instruction, shapes) is not None
 

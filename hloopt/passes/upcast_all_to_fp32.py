@@ -38,7 +38,7 @@ from hloopt.ir.shape import (
     map_leaves,
 )
 from hloopt.passes.async_ops import unwrapped_async
-from hloopt.passes.base import HloPass, PassResult, known_shape
+from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
 
 #: CSWTCH_446 @ VA 0x410830, indexed by code − 0x13 (the 16th byte is outside the range check).
 CSWTCH_446 = bytes.fromhex("01010000010101000001010000000100")
@@ -194,8 +194,6 @@ def plan_computation(computation: Computation, shapes: ShapeResolver) -> _Plan:
 class UpcastAllToFP32(HloPass):
     """Every F16/BF16/F64/FP8/FP4 value and constant → F32, in every computation; the entry layout follows."""
 
-    name = "upcast-all-to-fp32"
-
     def matches(self, module: Module) -> list[Instruction]:
         with unwrapped_async(module):
             shapes = ShapeResolver(module)
@@ -208,11 +206,12 @@ class UpcastAllToFP32(HloPass):
         original = {operand: known_shape(shapes, operand) for _, plan in plans for _, operand in plan.narrow}
         original |= {f: known_shape(shapes, f) for _, plan in plans for _, f in plan.widen}
         rewritten = 0
+        provenance: list[tuple[str, str]] = []
         for computation, plan in plans:
             for instruction in plan.retype:
                 _retype(instruction)
-            _narrow(plan, original)
-            _widen(computation, plan, original)
+                provenance += provenance_of(instruction, [instruction])
+            provenance += _narrow(plan, original) + _widen(computation, plan, original)
             rewritten += len(set(plan.instructions()))
         changed = rewritten > 0
         layout = module.entry_layout
@@ -222,7 +221,7 @@ class UpcastAllToFP32(HloPass):
                 module.entry_layout = upcast
                 changed = True
                 rewritten = max(rewritten, 1)  # the entry signature counts as one rewrite when nothing else changed
-        return PassResult(changed, rewritten)
+        return PassResult(changed, rewritten, provenance=tuple(provenance))
 
 
 def _retype(instruction: Instruction) -> None:
@@ -244,8 +243,7 @@ def _upcast_array(array: np.ndarray, shape: ArrayShape) -> np.ndarray:
     """The values of an array of `shape` as the f32 ones XLA's convert gives (others unchanged)."""
     if shape.element_type not in UPCAST_TYPES:
         return array
-    # reshape: the engine hands 0-d input back as shape (1,) (reported to its owner).
-    return cast(np.ascontiguousarray(array), shape.element_type, "f32", profile="xla").reshape(array.shape)
+    return cast(np.ascontiguousarray(array), shape.element_type, "f32", profile="xla")
 
 
 def _upcast_value(value: LiteralValue, shape: Shape) -> LiteralValue:
@@ -287,24 +285,32 @@ def _convert_chain(builder: Builder, value: Instruction, source: Shape, target: 
     return builder.created[-1]
 
 
-def _narrow(plan: _Plan, original: dict[Instruction, Shape]) -> None:
-    """Before each fixed instruction, convert F32 operands back to the types it was written with."""
+def _narrow(plan: _Plan, original: dict[Instruction, Shape]) -> list[tuple[str, str]]:
+    """Before each fixed instruction, convert F32 operands back to the types it was written with;
+    the provenance of the converts (each from the operand it narrows)."""
     made: dict[Instruction, Instruction] = {}
+    provenance: list[tuple[str, str]] = []
     for user, operand in plan.narrow:
         if operand not in made:
-            made[operand] = _convert_chain(
-                Builder.before(user), operand, upcast_shape(original[operand]), original[operand]
-            )
+            builder = Builder.before(user)
+            made[operand] = _convert_chain(builder, operand, upcast_shape(original[operand]), original[operand])
+            provenance += provenance_of(operand, builder.created)
         user.replace_operand(operand, made[operand])
+    return provenance
 
 
-def _widen(computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> None:
-    """After each fixed instruction, convert its result up to F32 for the upcast instructions using it."""
+def _widen(computation: Computation, plan: _Plan, original: dict[Instruction, Shape]) -> list[tuple[str, str]]:
+    """After each fixed instruction, convert its result up to F32 for the upcast instructions using it;
+    the provenance of the converts (each from the fixed instruction it widens)."""
     made: dict[Instruction, Instruction] = {}
+    provenance: list[tuple[str, str]] = []
     for user, fixed in plan.widen:
         if fixed not in made:
-            made[fixed] = _convert_chain(Builder.after(fixed), fixed, original[fixed], upcast_shape(original[fixed]))
+            builder = Builder.after(fixed)
+            made[fixed] = _convert_chain(builder, fixed, original[fixed], upcast_shape(original[fixed]))
+            provenance += provenance_of(fixed, builder.created)
         if user is None:
             computation.set_root(made[fixed])
         else:
             user.replace_operand(fixed, made[fixed])
+    return provenance

@@ -1,4 +1,4 @@
-"""Pausing Python's cyclic garbage collector around bulk IR work.
+"""Pausing Python's cyclic garbage collector around bulk IR work, for the program to choose.
 
 Parsing, the passes and printing create hundreds of thousands of objects that
 stay alive. CPython's collector runs every few hundred allocations and walks
@@ -6,14 +6,17 @@ the live young objects each time, which costs a fifth of a 100k-instruction
 parse and finds nothing to free. Reference counting still frees everything
 as usual; only cycles wait until the collector runs again afterwards.
 
-A parse goes one step further (`paused_gc(survives=True)`): everything it
-makes outlives it, so its objects go straight to the oldest generation
+The collector is the host program's, so library calls (`parse`, the passes)
+never touch it: the CLI pauses it around a file, a batch worker around each
+of its files, and a library user may wrap their own work in `paused_gc`.
+
+What a block makes goes straight to the oldest generation when it ends,
 instead of through the young generations' passes (the first of them was a
 tenth of a 100k-instruction parse). CPython runs a full collection once the
 objects it has moved into the oldest generation exceed a quarter of those the
 last full collection left; it does not count the objects moved here, so this
 module keeps that count itself and runs the full collection, when it is due,
-as the next such block starts. A program that dropped a parsed module, say a
+as the next block starts. A program that dropped a parsed module, say a
 batch worker going from file to file, so gets its cycles back as before.
 """
 
@@ -46,23 +49,22 @@ _MOVED = _Moved()
 
 
 @contextmanager
-def paused_gc(*, survives: bool = False) -> Iterator[None]:
+def paused_gc() -> Iterator[None]:
     """Disable the cyclic collector for the block; restore its previous state after (nesting is safe).
 
-    `survives`: what the block allocates outlives it (a parsed module), so it skips the young
-    generations. The host's own `gc.freeze` (after hloopt was imported) is left alone: nothing is moved
-    while it has frozen objects, since moving thaws every frozen object.
+    What the block allocates then skips the young generations. The host's own `gc.freeze` (after
+    hloopt was imported) is left alone: nothing is moved while it has frozen objects, since moving
+    thaws every frozen object.
     """
     was_enabled = gc.isenabled()
     gc.disable()
-    if was_enabled and survives:
+    if was_enabled:
         _collect_if_due()
     try:
         yield
     finally:
         if was_enabled:
-            if survives:
-                _move_young()
+            _move_young()
             gc.enable()
 
 

@@ -30,7 +30,6 @@ from hloopt.ir.literal import Literal, LiteralError
 from hloopt.ir.module import INSTRUCTION_LIST_ATTRIBUTES, Computation, Instruction, Module
 from hloopt.ir.opcodes import COMPUTATION_ATTRIBUTES, COMPUTATION_LIST_ATTRIBUTES
 from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape
-from hloopt.support.gcpause import paused_gc
 from hloopt.text.assembly import Assembly, OperandItem
 from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
@@ -767,16 +766,15 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
-    with paused_gc(survives=True):
+    try:
         try:
-            try:
-                return cast(Module, _lark_for(_Parse(text, filename, callees_first)).parse(text, start="start"))
-            except (_Relex, UnexpectedInput):
-                pass  # read again one instruction at a time, which also words any error
-            state = _Parse(text, filename, callees_first)
-            try:
-                return cast(Module, _lark_for(state, exact=True).parse(text, start="exact_start"))
-            except UnexpectedInput as err:
-                raise state.lark_error(err) from None
-        except RecursionError:
-            raise parse_error_at(text, 0, filename, "input nests too deeply") from None
+            return cast(Module, _lark_for(_Parse(text, filename, callees_first)).parse(text, start="start"))
+        except (_Relex, UnexpectedInput):
+            pass  # read again one instruction at a time, which also words any error
+        state = _Parse(text, filename, callees_first)
+        try:
+            return cast(Module, _lark_for(state, exact=True).parse(text, start="exact_start"))
+        except UnexpectedInput as err:
+            raise state.lark_error(err) from None
+    except RecursionError:
+        raise parse_error_at(text, 0, filename, "input nests too deeply") from None

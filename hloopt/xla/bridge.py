@@ -48,9 +48,6 @@ from hloopt.ir.opcodes import JAXLIB_SINCE, OPCODES
 from hloopt.ir.shape import ArrayShape
 from hloopt.xla.diagnostics import mlir_errors
 
-#: The stages a module goes through, in order; an `XlaError` names the one that failed.
-STAGES = ("parse", "convert", "compile", "execute")
-
 
 class XlaError(HloError):
     """XLA rejected a module: the failing stage plus XLA's own message, in one line.

@@ -26,27 +26,24 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
-from typing import Any, Literal, NamedTuple, TypeAlias, get_args
+from typing import Any, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 
+from hloopt.cast_engine import Numerics
 from hloopt.errors import HloError
 from hloopt.ir import Module
 from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
 from hloopt.ir.shape import ArrayShape
 from hloopt.support.fileio import write_atomic
+from hloopt.support.tolerances import DEFAULT_ATOL, DEFAULT_RTOL
 from hloopt.xla.bridge import Executable, IsolatedPool, XlaError, compile_cpu, host_spec, isolated_call, worker_pool
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
-DEFAULT_RTOL = 1e-5
-DEFAULT_ATOL = 1e-8
 #: Inputs plus outputs above this are refused before anything is allocated.
 DEFAULT_MAX_BYTES = 1 << 30
 
 ModuleLike: TypeAlias = Module | str
-#: Whose cast rules a module's converts follow when it runs: XLA's ``convert``, or the Neuron device's
-#: ``CastToNewDType`` (the same two values as fold-constant-converts' ``numerics`` option).
-Numerics: TypeAlias = Literal["xla", "neuron"]
 NUMERICS: tuple[Numerics, ...] = get_args(Numerics)
 #: The pass that gives a module the device's numerics.
 EMULATION_PASS = "emulate-neuron-converts"

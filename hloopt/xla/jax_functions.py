@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from hloopt.cast_engine import Numerics
 from hloopt.ir.module import Module
 from hloopt.passes.pipeline import run_pipeline
 from hloopt.text.parser import parse
@@ -32,7 +33,6 @@ from hloopt.xla.bridge import Executable, compile_cpu
 from hloopt.xla.execution import (
     ExecutionError,
     ExecutionWarning,
-    Numerics,
     check_numerics,
     convert_exact,
     with_numerics,

@@ -122,4 +122,4 @@ def test_a_pass_that_breaks_a_valid_module_is_named() -> None:
     # A module made invalid after parsing stands for a pass's own mistake: the input is fine.
     module.entry.root.shape = ArrayShape("f32", (3,))  # type: ignore[union-attr]
     with pytest.raises(VerificationError, match="after pass"):
-        run_pipeline(module, "all", original=lambda: parse(text))
+        run_pipeline(module, "all", original=lambda: parse(text), check_changed="both")

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hloopt.ir.module import Module
-from hloopt.passes.base import HloPass
+from hloopt.driver.chunks import join, split
+from hloopt.ir.module import Instruction, Module
+from hloopt.passes.base import HloPass, Matching
 from hloopt.passes.pipeline import PipelineReport, run_pipeline
 from hloopt.text.parser import parse
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-#: Separates the cases of a golden file; each case starts with a ``// RULE: …`` line.
-SEPARATOR = "// -----"
+#: Each case of a golden file (a ``// -----`` chunk, as ``--split-input-file`` reads it) starts with this line.
 RULE = "// RULE: "
 
 
@@ -32,8 +32,8 @@ class Case:
 def read_cases(path: Path) -> list[Case]:
     """The `// -----`-separated cases of a golden file, each labelled with its ``// RULE:`` line."""
     cases: list[Case] = []
-    for chunk in path.read_text().split(SEPARATOR + "\n"):
-        label, _, text = chunk.partition("\n")
+    for chunk in split(path.read_text(), path.name):
+        label, _, text = chunk.text.partition("\n")
         assert label.startswith(RULE), f"{path.name}: a case must start with '{RULE}…', not {label!r}"
         # Ending as the printer ends a module, so an expected case compares byte for byte.
         cases.append(Case(path, label[len(RULE) :], text.strip("\n") + "\n\n"))
@@ -42,7 +42,7 @@ def read_cases(path: Path) -> list[Case]:
 
 def write_cases(path: Path, cases: Sequence[tuple[str, str]]) -> None:
     """Write (rule, module text) cases in the layout `read_cases` reads."""
-    path.write_text((SEPARATOR + "\n").join(f"{RULE}{rule}\n{text.strip(chr(10))}\n\n" for rule, text in cases))
+    path.write_text(join([f"{RULE}{rule}\n{text.strip(chr(10))}\n\n" for rule, text in cases]))
 
 
 def golden_inputs(pass_name: str | None = None) -> list[Case]:
@@ -56,6 +56,12 @@ def run_passes(
 ) -> PipelineReport:
     """`run_pipeline` with the changed-flag check in its strict form."""
     return run_pipeline(module, passes, numerics=numerics, check=check, check_changed="both")
+
+
+def still_matching(hlo_pass: HloPass, module: Module) -> list[Instruction]:
+    """What a registered pass would still rewrite in `module` (each registered pass can say: `Matching`)."""
+    assert isinstance(hlo_pass, Matching), f"{hlo_pass.name} cannot say what it would rewrite"
+    return hlo_pass.matches(module)
 
 
 def passes_text(text: str, passes: str | Sequence[str | HloPass], numerics: str = "xla") -> str:

@@ -27,7 +27,7 @@ def _warnings(operand: str, result: str, k: int) -> tuple[str, ...]:
             """
         )
     )
-    (report,) = run_pipeline(module, "neuron-int-matmul-downcast").passes
+    (report,) = run_pipeline(module, "neuron-int-matmul-downcast", check_changed="both").passes
     return report.warnings
 
 

@@ -90,7 +90,7 @@ def check_parses_or_located_error(data: bytes, run_passes: bool = True) -> None:
         return
     try:
         with time_bound(bound_for(len(data)) * 2):
-            run_pipeline(module, "all,fold-constant-converts")
+            run_pipeline(module, "all,fold-constant-converts", check_changed="both")
             module.to_text()
     except HloError as err:
         assert str(err)

@@ -60,7 +60,7 @@ def test_chain_of_100k_instructions_through_every_pass_the_verifier_and_printer(
         previous = f"a{i}"
     lines += [f"  ROOT r = bf16[4] copy({previous})", "}"]
     module = parse("\n".join(lines) + "\n")
-    report = run_pipeline(module, "all,fold-constant-converts")
+    report = run_pipeline(module, "all,fold-constant-converts", check_changed="both")
     assert {p.name: p.rewritten for p in report.passes}["upcast-all-to-fp32"] == 50_004
     verify(module)
     text = module.to_text()
@@ -109,7 +109,7 @@ BF16_NUMPY = ml_dtypes.bfloat16
 def test_deep_tuples_through_the_passes_verifier_and_printer() -> None:
     module = deep_module()
     verify(module)
-    report = run_pipeline(module, "all,fold-constant-converts")
+    report = run_pipeline(module, "all,fold-constant-converts", check_changed="both")
     assert report.changed
     verify(module)
     text = module.to_text()
