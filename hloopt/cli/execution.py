@@ -1,7 +1,8 @@
 """``hloopt exec`` and ``hloopt compare``: run modules on XLA's CPU backend.
 
-XLA runs in worker processes (`hloopt.xla.bridge.isolated_map`), so an input
-that crashes jaxlib is an error message and exit code 2, not a dead shell. With
+XLA runs in worker processes (`hloopt.xla.bridge.IsolatedPool`), reading a .pb or
+.mlir as well as compiling and running, so an input that crashes jaxlib, or runs past
+``--timeout``, is an error message and exit code 2, not a dead or hung shell. With
 ``--split-input-file`` each ``// -----`` chunk is a module: one block per chunk.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 import click
 import numpy as np
 
-from hloopt.cli.main import exit_on_errors, reports_errors
+from hloopt.cli.main import exit_on_errors, reports_errors, timeout_option
 from hloopt.driver import chunks
 from hloopt.driver.chunks import in_chunk, label
 from hloopt.errors import HloError
@@ -41,6 +42,7 @@ from hloopt.xla.execution import (
     with_numerics,
 )
 from hloopt.xla.formats import load
+from hloopt.xla.timeouts import limit
 
 _inputs_option = click.option(
     "--inputs",
@@ -78,10 +80,10 @@ class _Source:
         return error
 
 
-def _modules(path: str, split: bool) -> list[_Source]:
+def _modules(path: str, split: bool, timeout: float, pool: IsolatedPool) -> list[_Source]:
     """Each module in `path`: the file, or with `split` each chunk at its place in the file (so errors,
-    named after `path`, give the file's lines)."""
-    loaded = load(path)
+    named after `path`, give the file's lines). A .pb or .mlir is read by XLA in one of `pool`'s workers."""
+    loaded = load(path, timeout=timeout, pool=pool)
     written = loaded.format is Format.HLO
     if not split:
         return [_Source(path, loaded.text, written)]
@@ -122,6 +124,7 @@ def _echo_warnings(warnings: Sequence[str]) -> None:
 )
 @_max_bytes_option
 @_split_option
+@timeout_option("reading a .pb or .mlir MODULE, compiling and running one module")
 @reports_errors
 def exec_command(
     module_path: str,
@@ -132,6 +135,7 @@ def exec_command(
     numerics: Numerics,
     max_bytes: int,
     split_input_file: bool,
+    timeout: float,
 ) -> None:
     """Run MODULE once on the CPU and summarise each output (tuples flattened).
 
@@ -144,12 +148,13 @@ def exec_command(
             check_output(path)
     with IsolatedPool(2) as pool:
         pool.start()  # the worker imports jax while this process reads, parses and prepares the modules
-        modules = _modules(module_path, split_input_file)
+        modules = _modules(module_path, split_input_file, timeout, pool)
         inputs = None if inputs_path is None else load_arrays(inputs_path)
         executions: list[Prepared | Execution | HloError] = [_prepared(m, numerics, module_path) for m in modules]
         ready = [index for index, prepared in enumerate(executions) if isinstance(prepared, Prepared)]
         calls = [(executions[index], inputs, seed, max_bytes, module_path) for index in ready]
-        ran = pool.map(run_prepared, calls, labels=[modules[index].label for index in ready])
+        labels = [modules[index].label for index in ready]
+        ran = pool.map(run_prepared, calls, timeout=limit(timeout), labels=labels)
         for index, execution in zip(ready, ran):
             executions[index] = execution
     errors: list[Exception] = []
@@ -239,6 +244,7 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 )
 @_max_bytes_option
 @_split_option
+@timeout_option("reading a .pb or .mlir A or B, compiling and running one pair of modules")
 @reports_errors
 def compare_command(
     a_path: str,
@@ -251,6 +257,7 @@ def compare_command(
     numerics: tuple[Numerics, Numerics],
     max_bytes: int,
     split_input_file: bool,
+    timeout: float,
 ) -> None:
     """Run A and B on the same inputs and compare outputs: exit 0 all within
     tolerance, 1 any over, 2 on an error. An element passes when |b-a| <= atol + rtol*|a|.
@@ -260,7 +267,8 @@ def compare_command(
     """
     with IsolatedPool(2) as pool:
         pool.start()  # the worker imports jax while this process reads and splits the modules
-        a_modules, b_modules = _modules(a_path, split_input_file), _modules(b_path, split_input_file)
+        a_modules = _modules(a_path, split_input_file, timeout, pool)
+        b_modules = _modules(b_path, split_input_file, timeout, pool)
         if len(a_modules) != len(b_modules):
             raise HloError(
                 f"{b_path}: has {len(b_modules)} chunks and {a_path} {len(a_modules)}; "
@@ -272,7 +280,7 @@ def compare_command(
         ready = [index for index, sides in enumerate(prepared) if isinstance(sides, list)]
         calls = [(prepared[index], inputs, rtol, atol, seed, max_bytes) for index in ready]
         pairs = [f"{a_modules[index].label} against {b_modules[index].label}" for index in ready]
-        ran = dict(zip(ready, pool.map(compare_prepared, calls, labels=pairs)))
+        ran = dict(zip(ready, pool.map(compare_prepared, calls, timeout=limit(timeout), labels=pairs)))
     labels = [(a.label, b.label) for a, b in zip(a_modules, b_modules)]
     results: list[CompareReport | HloError] = [
         _said(ran[index] if isinstance(sides, list) else sides, a, b, a_path, b_path)

@@ -24,6 +24,7 @@ from hloopt import __version__
 from hloopt.errors import HloError
 from hloopt.support.fileio import discard_partial_writes
 from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -62,6 +63,18 @@ def exit_on_errors(errors: Sequence[Exception]) -> None:
         echo_error(err)
     if unique:
         sys.exit(2)
+
+
+def timeout_option(calls: str) -> Callable[[F], F]:
+    """``--timeout SECONDS``, for a command whose XLA `calls` (described) may crash or never end."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_TIMEOUT,
+        show_default=True,
+        metavar="SECONDS",
+        help=f"Stop XLA after this long on any one call ({calls}): the module fails, naming the stage. 0: no limit.",
+    )
 
 
 class ShardType(click.ParamType):
@@ -256,6 +269,7 @@ def main() -> None:
     "themselves, so they must share this filesystem; --jobs then sizes the modules in flight [default: "
     "the cluster's threads].",
 )
+@timeout_option("reading or writing a .pb or .mlir file, one module's --verify-numerics")
 @reports_errors
 # Each option arrives under its RunOptions field name (tests/cli keeps the two lists equal), but
 # --dask-scheduler: the CLI turns it into the executor the batch runs on.
@@ -335,16 +349,16 @@ def _echo_losses(output: str | None, lost: list[str]) -> None:
         click.echo(f"hloopt: warning: {output}: this format does not keep {'; '.join(lost)}", err=True)
 
 
-def _echo_module(text: str, output_format: str | None) -> None:
-    """The module on stdout, as HLO text unless --output-format asks for another format."""
-    if output_format in (None, "hlo"):
+def _echo_module(text: str, name: str, options: RunOptions) -> None:
+    """The module (read from `name`) on stdout, as HLO text unless --output-format asks for another format."""
+    if options.output_format in (None, "hlo"):
         click.echo(text, nl=False)
         return
     from hloopt.support.formats import OUTPUT_FORMATS
     from hloopt.xla.formats import dump, losses
 
-    fmt = OUTPUT_FORMATS[output_format]
-    data = dump(text, fmt)
+    fmt = OUTPUT_FORMATS[options.output_format]
+    data = dump(text, fmt, name, timeout=options.timeout)
     _echo_losses("<stdout>", losses(text, fmt))
     if isinstance(data, bytes):
         sys.stdout.buffer.write(data)
@@ -394,7 +408,7 @@ def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) 
                 click.echo(f"hloopt: {module.label} would change", err=True)
         sys.exit(1 if any(module.status == "changed" for module in modules) else 0)
     if not options.show_diff and options.output is None and not options.in_place:
-        _echo_module(file.text, options.output_format)
+        _echo_module(file.text, file.path, options)
     if options.verify_numerics:
         errors: list[Exception] = []
         over = False
@@ -427,6 +441,7 @@ def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str |
     """``hloopt run DIR`` or ``run INPUT...``: a progress bar on a terminal, each diff and warning, the
     summary, the exit code."""
     from hloopt.driver import batch, report
+    from hloopt.driver.flow import output_clashes
     from hloopt.support.fileio import write_atomic
 
     options = batch.check_options(inputs, options)
@@ -440,6 +455,9 @@ def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str |
             threads = sum(worker["nthreads"] for worker in client.scheduler_info()["workers"].values())
             in_flight = batch.in_flight(options.jobs or max(threads, 1))
         jobs = batch.plan(inputs, options)
+        clashes = output_clashes(jobs, options)
+        if clashes:  # one output would replace another
+            raise HloError("; ".join(clashes))
         process = partial(batch.run, inputs, options, jobs=jobs, executor=executor, max_in_flight=in_flight)
         if sys.stderr.isatty():
             with click.progressbar(length=len(jobs), file=sys.stderr, label="hloopt") as bar:

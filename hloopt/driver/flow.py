@@ -22,9 +22,10 @@ from hloopt.driver import chunks
 from hloopt.driver.chunks import Place, as_file, in_chunk, label
 from hloopt.errors import HloError, HloParseError
 from hloopt.support.fileio import check_output, make_directories, source_name, write_atomic
-from hloopt.support.formats import Format
+from hloopt.support.formats import Format, named_for, named_format
 from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
 from hloopt.xla import formats
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
     from hloopt.driver.batch import Shard
@@ -65,6 +66,9 @@ class RunOptions:
     jobs: int | None = None
     report_path: str | None = None
     shard: Shard | None = None
+    #: Seconds any one XLA call may take (reading or writing a .pb or .mlir file, one module's
+    #: comparison); then its worker is killed and the module fails. 0: no limit.
+    timeout: float = DEFAULT_TIMEOUT
     #: The pipeline's changed-flag check (`run_pipeline`'s `check_changed`; the CLI reads $HLOOPT_CHECK_PASS_CHANGED).
     check_changed: ChangedCheck | None = None
 
@@ -196,8 +200,11 @@ class Output:
             module.output, module.losses, module.pending = self.target, self.losses, None
 
 
-def process_file(job: Job, options: RunOptions) -> FileResult:
+def process_file(job: Job, options: RunOptions, pool: IsolatedPool | None = None) -> FileResult:
     """Read, parse, run the passes, print, diff and write one file; any error becomes a failed result.
+
+    A .pb or StableHLO file is read, and such an output written, by XLA in a worker of `pool` (else
+    one started for the conversion): a file that crashes XLA fails alone.
 
     With --split-input-file each chunk is a module with its own result (errors located in the file),
     and the file is written only when every chunk succeeded, so a failure never leaves half an output.
@@ -208,7 +215,7 @@ def process_file(job: Job, options: RunOptions) -> FileResult:
     start = time.perf_counter()
     file = FileResult(job.name, [ModuleResult(job.name)])
     try:
-        _process(job, options, file)
+        _process(job, options, file, pool)
     except Exception as err:  # the file as a whole failed (reading, splitting, writing): so did each of its modules
         for module in file.modules:
             _failed(module, err, job.name)
@@ -223,8 +230,37 @@ def _failed(result: ModuleResult, err: Exception, name: str) -> None:
     result.exception = err
 
 
-def _process(job: Job, options: RunOptions, file: FileResult) -> None:
-    target = None if options.check else job.path if options.in_place else job.below(options.output)
+def output_target(job: Job, options: RunOptions, read: Format) -> str | None:
+    """Where `job`'s output goes (None: nowhere, or stdout): INPUT itself with --in-place, -o for a lone
+    file, else its place in the mirrored tree named for the format written there (`named_for`), which
+    for a batch member is its input's format `read` unless --output-format says another."""
+    if options.check:
+        return None
+    if options.in_place:
+        return job.path
+    target = job.below(options.output)
+    if target is None or job.relative is None:
+        return target
+    return named_for(target, _output_format(job, options, read, target))
+
+
+def output_clashes(jobs: Sequence[Job], options: RunOptions) -> list[str]:
+    """Each output two files of a batch would be written into (``a.hlo`` and ``a.pb`` under
+    ``--output-format pb``), saying which; each file's format is the one its name says."""
+    writers: dict[str, list[str]] = {}
+    for job in jobs:
+        target = output_target(job, options, named_format(job.path) or Format.HLO)
+        if target is not None and not options.in_place:
+            writers.setdefault(target, []).append(job.name)
+    return [
+        f"{target}: would be written from both {' and '.join(names)}"
+        for target, names in writers.items()
+        if len(names) > 1
+    ]
+
+
+def _process(job: Job, options: RunOptions, file: FileResult, pool: IsolatedPool | None) -> None:
+    target = output_target(job, options, named_format(job.path) or Format.HLO)
     dump = job.below(options.dump_dir) if options.passes is not None else None
     # Every output is checked before anything is written: a path that cannot be written leaves nothing behind.
     # (--in-place rewrites INPUT only when its text changes: its directory is checked only then, by the write.)
@@ -232,9 +268,20 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
         check_output(target, create=job.relative is not None)
         if options.split_input_file and (fmt := _output_format(job, options, Format.HLO, target)) is not Format.HLO:
             raise HloError(f"{target}: --split-input-file writes its chunks back as HLO text, not as {fmt.value}")
+    if options.in_place and options.output_format is not None:
+        fmt = formats.output_format(job.path, options.output_format)
+        if named_for(job.path, fmt) != job.path:
+            raise HloError(
+                f"{job.name}: --in-place keeps each file's name, which does not say {fmt.value}; "
+                f"write --output-format {options.output_format} into -o OUTDIR instead"
+            )
     if dump is not None:
         check_output(dump, directory=True, create=job.relative is not None)
-    loaded = formats.load(job.path)
+    loaded = formats.load(job.path, timeout=options.timeout, pool=pool)
+    named = output_target(job, options, loaded.format)
+    if target is not None and named is not None and named != target:
+        target = named  # the format the file holds is not the one its name says (a .mlirbc becomes .mlir)
+        check_output(target, create=job.relative is not None)
     if options.split_input_file:
         pieces = chunks.split_loaded(loaded, job.name)
         file.modules = [ModuleResult(job.name, chunk=piece.place) for piece in pieces]
@@ -258,9 +305,8 @@ def _process(job: Job, options: RunOptions, file: FileResult) -> None:
         file.diff = "".join(difflib.unified_diff(source.splitlines(True), text.splitlines(True), job.name, after))
     if target is not None and not (options.in_place and text == as_file(source)):
         fmt = _output_format(job, options, loaded.format, target)
-        output = Output(
-            target, formats.dump(text, fmt), formats.losses(text, fmt), job.relative is not None, file.modules
-        )
+        data = formats.dump(text, fmt, job.name, timeout=options.timeout, pool=pool)
+        output = Output(target, data, formats.losses(text, fmt), job.relative is not None, file.modules)
         if options.verify_numerics:
             output.hold()
         else:
@@ -349,8 +395,13 @@ def compare_numerics(
         if result.texts is None:
             raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
         calls.append((*result.texts, result.stages if options.per_pass else None, options, result.label))
+    # Each comparison is one call: a module that kills XLA or runs past the timeout fails alone, said of its file.
+    timeout, labels = limit(options.timeout), [result.label for result in results]
     try:
-        outcomes = pool.map(_compare, calls) if pool is not None else isolated_map(_compare, calls, workers=1)
+        if pool is not None:
+            outcomes = pool.map(_compare, calls, timeout=timeout, labels=labels)
+        else:
+            outcomes = isolated_map(_compare, calls, workers=1, timeout=timeout, labels=labels)
     except BaseException:
         _withhold(results)
         raise

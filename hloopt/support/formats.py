@@ -39,6 +39,25 @@ OUTPUT_EXTENSIONS: dict[str, Format] = {
 }
 #: Formats `--output-format` names.
 OUTPUT_FORMATS: dict[str, Format] = {"hlo": Format.HLO, "pb": Format.PROTO, "mlir": Format.STABLEHLO}
+#: The extension of a file hloopt names for the format it writes.
+WRITTEN_EXTENSIONS: dict[Format, str] = {Format.HLO: ".hlo", Format.PROTO: ".pb", Format.STABLEHLO: ".mlir"}
+
+
+def named_format(path: str) -> Format | None:
+    """The format `path`'s extension says (``.mlirbc``: bytecode), or None."""
+    suffix = PurePath(path).suffix
+    return Format.STABLEHLO_BYTECODE if suffix == ".mlirbc" else OUTPUT_EXTENSIONS.get(suffix)
+
+
+def named_for(path: str, fmt: Format) -> str:
+    """`path`, a batch's output named after its input, with an extension that says `fmt`, the format
+    written into it: kept when it says `fmt` (or says no format and `fmt` is HLO text), else the module
+    extension replaced, or one added. Protobuf in a file named ``.hlo`` is a file hloopt cannot read back."""
+    said = named_format(path)
+    if said is fmt or (said is None and fmt is Format.HLO):
+        return path
+    return (path.removesuffix(PurePath(path).suffix) if said is not None else path) + WRITTEN_EXTENSIONS[fmt]
+
 
 MLIR_BYTECODE_MAGIC = b"ML\xefR"
 #: The opening of MLIR text, after blank and ``//`` comment lines: ``module @name``, ``module attributes``,

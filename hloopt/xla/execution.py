@@ -38,6 +38,7 @@ from hloopt.ir.shape import ArrayShape
 from hloopt.support.fileio import write_atomic
 from hloopt.support.tolerances import DEFAULT_ATOL, DEFAULT_RTOL
 from hloopt.xla.bridge import Executable, IsolatedPool, XlaError, compile_cpu, host_spec, isolated_call, worker_pool
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 #: Inputs plus outputs above this are refused before anything is allocated.
 DEFAULT_MAX_BYTES = 1 << 30
@@ -283,17 +284,19 @@ def run(
     numerics: Numerics = "xla",
     *,
     pool: IsolatedPool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Execution:
     """Compile for the CPU and run once under `numerics`; without `inputs`, make them from `seed`.
 
     XLA runs in a worker process (one of `pool`'s, else one started for this call, importing jax while
-    this process parses the module and runs its passes), so a module that crashes XLA raises an
-    `XlaCrash` naming `label` instead of killing the caller, and XLA's logging stays out of the
-    caller's terminal.
+    this process parses the module and runs its passes), so a module that crashes XLA, or compiles and
+    runs for longer than `timeout` seconds (0 or None: no limit), raises an `XlaCrash` naming `label`
+    instead of killing or hanging the caller, and XLA's logging stays out of the caller's terminal.
     """
     with worker_pool(pool) as workers:
         prepared = with_numerics(module, numerics, label)
-        return isolated_call(run_prepared, prepared, _host(inputs), seed, max_bytes, label, label=label, pool=workers)
+        args = (prepared, _host(inputs), seed, max_bytes, label)
+        return isolated_call(run_prepared, *args, timeout=limit(timeout), label=label, pool=workers)
 
 
 def _host(inputs: Sequence[Any] | None) -> list[np.ndarray] | None:
@@ -320,14 +323,15 @@ def execute(
     numerics: Numerics = "xla",
     *,
     pool: IsolatedPool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> list[np.ndarray]:
     """The outputs of one CPU run, tuple results flattened in order (tokens are ``bool[0]``).
 
-    XLA runs in a worker process, as in `run`: pass an `IsolatedPool` to run many modules in one
-    worker rather than start one per call. Each warning of the passes that prepared the run
-    (`with_numerics`) is an `ExecutionWarning`.
+    XLA runs in a worker process, as in `run`, within `timeout` seconds: pass an `IsolatedPool` to run
+    many modules in one worker rather than start one per call. Each warning of the passes that
+    prepared the run (`with_numerics`) is an `ExecutionWarning`.
     """
-    execution = run(module, inputs, seed, max_bytes, numerics=numerics, pool=pool)
+    execution = run(module, inputs, seed, max_bytes, numerics=numerics, pool=pool, timeout=timeout)
     for note in execution.warnings:
         warnings.warn(note, ExecutionWarning, stacklevel=2)
     return list(execution.outputs)
@@ -698,18 +702,20 @@ def compare(
     numerics: str | Sequence[str] = "xla",
     *,
     pool: IsolatedPool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> CompareReport:
     """Run A (the reference) and B on the same inputs, converted exactly to each one's types.
 
     `numerics` is one value for both sides or one per side (``"xla,neuron"`` or ``("xla", "neuron")``):
     ``compare(m, m, numerics="xla,neuron")`` is how far XLA is from the device on `m`. XLA runs in a
-    worker process, as in `run`.
+    worker process, as in `run`; `timeout` bounds the whole comparison (both compiles and runs).
     """
     sides = numerics_sides(numerics)
     with worker_pool(pool) as workers:
         modules = [(with_numerics(m, side, label), label) for m, label, side in zip((a, b), labels, sides)]
         args = (modules, _host(inputs), rtol, atol, seed, max_bytes)
-        return isolated_call(compare_prepared, *args, label=" against ".join(labels), pool=workers)
+        pair = " against ".join(labels)
+        return isolated_call(compare_prepared, *args, timeout=limit(timeout), label=pair, pool=workers)
 
 
 def compare_prepared(
@@ -740,11 +746,12 @@ def compare_passes(
     numerics: Numerics = "xla",
     *,
     pool: IsolatedPool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> CompareReport:
     """`compare(before, after)` plus a row per pass: `passes` holds (pass name, module after it) for
     each pass that changed the module, in run order. All run under the same numerics and inputs,
     and a module text that occurs twice (the last pass's and `after`) runs once. XLA runs in a
-    worker process, as in `run`."""
+    worker process, as in `run`; `timeout` bounds all of it."""
     texts = [_text(module) for module in (before, *(module for _, module in passes), after)]
     names = [labels[0], *(f"{labels[0]} after {name}" for name, _ in passes), labels[1]]
     first_label: dict[str, str] = {}
@@ -755,7 +762,8 @@ def compare_passes(
     with worker_pool(pool) as workers:
         modules = [(with_numerics(text, numerics, label), label) for text, label in first_label.items()]
         args = (modules, at, [name for name, _ in passes], _host(inputs), rtol, atol, seed, max_bytes)
-        return isolated_call(_compare_passes, *args, label=" against ".join(labels), pool=workers)
+        pair = " against ".join(labels)
+        return isolated_call(_compare_passes, *args, timeout=limit(timeout), label=pair, pool=workers)
 
 
 def _compare_passes(

@@ -4,6 +4,11 @@
 text into the format an output path asks for. What a conversion cannot carry is named
 (`losses`), so the CLI can say so on stderr; docs/decisions.md lists every loss. The calls are
 the ones `../shared/docs/jaxlib-formats-and-versions.md` checked on jaxlib 0.10 to 0.12.
+
+Every conversion runs in a crash-isolating XLA worker (`hloopt.xla.bridge.isolated_call`, in place
+when the caller is a worker already): a malformed proto or bytecode file aborts, segfaults or spins
+in jaxlib, and text hloopt accepts can abort XLA's serialiser. That costs only the call, as an
+`XlaCrash` said of the file, and XLA's log stays in the worker.
 """
 
 from __future__ import annotations
@@ -12,9 +17,9 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hloopt.errors import HloError, parse_error_at
+from hloopt.errors import HloError, HloParseError, parse_error_at
 from hloopt.ir.element_types import BY_NAME
 from hloopt.support.fileio import decode_text, read_bytes, source_name
 from hloopt.support.formats import (
@@ -26,6 +31,10 @@ from hloopt.support.formats import (
     first_field,
 )
 from hloopt.xla.diagnostics import Diagnostic, mlir_errors
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
+
+if TYPE_CHECKING:
+    from hloopt.xla.bridge import IsolatedPool
 
 #: Module attributes an HloModuleProto has no field for: they are lost going through `.pb`.
 PROTO_LOSSES = (
@@ -51,8 +60,9 @@ class Loaded:
     format: Format
 
 
-def load(path: str) -> Loaded:
-    """The HLO text of the module in `path` (``-`` is stdin), whatever its format."""
+def load(path: str, *, timeout: float | None = DEFAULT_TIMEOUT, pool: IsolatedPool | None = None) -> Loaded:
+    """The HLO text of the module in `path` (``-`` is stdin), whatever its format; a proto or StableHLO
+    is converted in an XLA worker (of `pool`, else one started for the call) within `timeout` seconds."""
     data = read_bytes(path)
     fmt = detect(path, data)
     name = source_name(path)  # what every error of this file says it is about
@@ -61,10 +71,10 @@ def load(path: str) -> Loaded:
     if fmt is Format.PROTO_WRAPPER:
         inner = first_field(data, 1)
         assert inner is not None  # detect() found it
-        return Loaded(proto_to_text(inner, name), fmt)
-    if fmt is Format.PROTO:
-        return Loaded(proto_to_text(data, name), fmt)
-    return Loaded(stablehlo_to_text(data, name), fmt)
+        data = inner
+    if fmt in (Format.PROTO, Format.PROTO_WRAPPER):
+        return Loaded(proto_to_text(data, name, timeout=timeout, pool=pool), fmt)
+    return Loaded(stablehlo_to_text(data, name, timeout=timeout, pool=pool), fmt)
 
 
 def print_options() -> Any:
@@ -76,15 +86,32 @@ def print_options() -> Any:
     return options
 
 
-def proto_to_text(data: bytes, path: str = "<bytes>") -> str:
-    """XLA's print of a serialized HloModuleProto (metadata, names and constants intact)."""
+def proto_to_text(
+    data: bytes,
+    path: str = "<bytes>",
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    pool: IsolatedPool | None = None,
+) -> str:
+    """XLA's print of a serialized HloModuleProto (metadata, names and constants intact), read in a worker."""
+    from hloopt.xla.bridge import isolated_call
+
+    printed = isolated_call(_proto_printed, data, path, timeout=limit(timeout), label=path, pool=pool)
+    return _callees_first(printed, path)
+
+
+def _proto_printed(data: bytes, path: str) -> str:
+    """`proto_to_text` in the worker: jaxlib reads and prints the proto."""
     import jaxlib._hlo as hlo
 
-    try:
-        module = hlo.HloModule.from_serialized_hlo_module_proto(data)
-    except Exception as err:
-        raise HloError(f"{path}: not a readable HloModuleProto: {_first_line(err)}") from None
-    return _callees_first(_printed(module, path), path)
+    from hloopt.xla.bridge import _stage
+
+    with _stage("parse", "while reading the HloModuleProto"):
+        try:
+            module = hlo.HloModule.from_serialized_hlo_module_proto(data)
+        except Exception as err:
+            raise HloError(f"{path}: not a readable HloModuleProto: {_first_line(err)}") from None
+        return _printed(module, path)
 
 
 def _printed(module: Any, path: str) -> str:
@@ -175,25 +202,72 @@ def _c_escaped(raw: bytes) -> bytes:
 
 def _callees_first(text: str, path: str) -> str:
     """XLA prints a proto's computations in the proto's order, which may call one before it is
-    defined; its own parser (and hloopt's) refuses that text, so put callees first."""
+    defined; its own parser (and hloopt's) refuses that text, so put callees first.
+
+    The text is XLA's, which the user never sees: an error in it is said of its instruction (or the
+    module's header, or a computation's signature), not of a line and column of that text."""
     from hloopt.text.parser import parse
 
-    return parse(text, path, callees_first=True).to_text()
+    try:
+        return parse(text, path, callees_first=True).to_text()
+    except HloParseError as err:
+        raise HloError(f"{path}: {_place_in_print(text, err.location.line)}: {err.message}") from None
 
 
-def stablehlo_to_text(data: bytes, path: str = "<bytes>") -> str:
-    """HLO text of a StableHLO module (text, bytecode or a jax.export artifact).
+#: An instruction's line in XLA's print: its name.
+_INSTRUCTION_LINE = re.compile(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
+#: A computation's signature line in XLA's print: its name.
+_COMPUTATION_LINE = re.compile(r"(?:ENTRY\s+)?%?([\w.\-]+)\s*[({]")
+
+
+def _place_in_print(text: str, number: int) -> str:
+    """What line `number` of XLA's print of a module is: an instruction (with its computation), a
+    computation's signature or the module's header."""
+    lines = text.splitlines()
+    line = lines[number - 1] if 0 < number <= len(lines) else ""
+    if line.startswith("HloModule"):
+        return "in the module's header"
+    computation = next(
+        (found[1] for above in reversed(lines[: number - 1]) if (found := _COMPUTATION_LINE.match(above))), None
+    )
+    instruction = _INSTRUCTION_LINE.match(line) if line.startswith((" ", "\t")) else None
+    if instruction is None:
+        own = _COMPUTATION_LINE.match(line)
+        return f"in the signature of computation %{own[1]}" if own else f"on line {number} of XLA's print of it"
+    where = f" in computation %{computation}" if computation else ""
+    return f"in instruction %{instruction[1]}{where}"
+
+
+def stablehlo_to_text(
+    data: bytes,
+    path: str = "<bytes>",
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    pool: IsolatedPool | None = None,
+) -> str:
+    """HLO text of a StableHLO module (text, bytecode or a jax.export artifact), converted in a worker.
 
     MLIR's refusal names its own buffer (``-:3:31: error: …``): it is located in `path` as an HLO
     error is, with the line and a caret, when `data` is text; bytecode has no lines to point at.
     """
+    from hloopt.xla.bridge import isolated_call
+
+    printed = isolated_call(_stablehlo_printed, data, path, timeout=limit(timeout), label=path, pool=pool)
+    return _callees_first(printed, path)
+
+
+def _stablehlo_printed(data: bytes, path: str) -> str:
+    """`stablehlo_to_text` in the worker: jaxlib converts StableHLO to HLO and prints it."""
     from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
 
-    try:
-        computation = _jax.mlir.mlir_module_to_xla_computation(data, use_tuple_args=False, return_tuple=False)
-    except Exception as err:
-        raise _stablehlo_error(err, data, path) from None
-    return _callees_first(_printed(computation.as_hlo_module(), path), path)
+    from hloopt.xla.bridge import _stage
+
+    with _stage("convert", "while converting StableHLO to HLO"):
+        try:
+            computation = _jax.mlir.mlir_module_to_xla_computation(data, use_tuple_args=False, return_tuple=False)
+        except Exception as err:
+            raise _stablehlo_error(err, data, path) from None
+        return _printed(computation.as_hlo_module(), path)
 
 
 _REFUSED = "StableHLO that XLA cannot convert to HLO"
@@ -246,26 +320,48 @@ def output_format(path: str, override: str | None = None) -> Format:
     return OUTPUT_EXTENSIONS.get(PurePath(path).suffix, Format.HLO)
 
 
-def dump(text: str, fmt: Format) -> str | bytes:
-    """`text` (HLO text hloopt printed) in format `fmt`, converted by jaxlib."""
+def dump(
+    text: str,
+    fmt: Format,
+    name: str = "<module>",
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    pool: IsolatedPool | None = None,
+) -> str | bytes:
+    """`text` (HLO text hloopt printed, of the module `name`) in format `fmt`, converted by jaxlib in a
+    worker: text XLA's parser or serialiser dies on is an `XlaCrash` said of `name`, and nothing is written."""
     if fmt is Format.HLO:
         return text
+    if fmt not in (Format.PROTO, Format.STABLEHLO):
+        raise HloError(f"hloopt does not write {fmt.value} files")
+    from hloopt.xla.bridge import isolated_call
+
+    converted: str | bytes = isolated_call(_converted, text, fmt, name, timeout=limit(timeout), label=name, pool=pool)
+    return converted
+
+
+def _converted(text: str, fmt: Format, name: str) -> str | bytes:
+    """`dump` in the worker: XLA parses the text, serialises it and, for StableHLO, converts it."""
     import jaxlib._hlo as hlo
 
-    try:
-        proto = hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
-    except Exception as err:
-        raise HloError(f"XLA cannot read the module to write it as {fmt.value}: {_first_line(err)}") from None
+    from hloopt.xla.bridge import _stage
+
+    with _stage("parse", f"while reading the module to write it as {fmt.value}"):
+        try:
+            proto = hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+        except Exception as err:
+            raise HloError(
+                f"{name}: XLA cannot read the module to write it as {fmt.value}: {_first_line(err)}"
+            ) from None
     if fmt is Format.PROTO:
         return bytes(proto)
-    if fmt is Format.STABLEHLO:
-        from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
+    from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
 
+    with _stage("convert", "while converting the module to StableHLO"):
         try:
             return str(_jax.mlir.xla_computation_to_mlir_module(hlo.XlaComputation(proto)))
         except Exception as err:
-            raise HloError(f"XLA cannot convert the module to StableHLO: {_first_line(err)}") from None
-    raise HloError(f"hloopt does not write {fmt.value} files")
+            raise HloError(f"{name}: XLA cannot convert the module to StableHLO: {_first_line(err)}") from None
 
 
 def losses(text: str, fmt: Format) -> list[str]:
@@ -321,12 +417,12 @@ def through_proto(text: str, name: str = "<string>") -> str | None:
     except HloError as err:
         return f"XLA: {name}: {err}"
     try:
-        data = dump(parse(text, name).to_text(), Format.PROTO)
+        data = dump(parse(text, name).to_text(), Format.PROTO, name)
         assert isinstance(data, bytes)
         back: str | None = canonical(parse(proto_to_text(data, name), name).to_text())
         problem = None if back == expected else "XLA prints it differently after .pb"
     except HloError as err:
-        problem = str(err)
+        problem = str(err).removeprefix(f"{name}: ")
     if problem is None:
         return None
     return f"XLA: {name}: {problem}" if xla_alone_through_proto(text) != expected else f"{name}: {problem}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hloopt.errors import HloError
 from hloopt.text.parser import parse
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,20 @@ def _first_difference(expected: str, got: str) -> str:
     return "line counts differ"
 
 
-def check_roundtrip(text: str, name: str = "<string>") -> RoundTrip:
-    """Round-trip one module through hloopt and compare with XLA (run this in a worker: XLA can crash)."""
+def check_roundtrip(text: str, name: str = "<string>", *, timeout: float | None = DEFAULT_TIMEOUT) -> RoundTrip:
+    """Round-trip one module through hloopt and compare with XLA, in an XLA worker: a module that kills
+    XLA, or keeps it past `timeout` seconds, is an XLA input error, not a dead caller."""
+    from hloopt.xla.bridge import isolated_call
+
+    try:
+        checked: RoundTrip = isolated_call(_check_roundtrip, text, name, timeout=limit(timeout), label=name)
+    except HloError as err:
+        return RoundTrip(name, xla_input_error=f"XLA crashed: {err}")
+    return checked
+
+
+def _check_roundtrip(text: str, name: str) -> RoundTrip:
+    """`check_roundtrip` in the worker."""
     from hloopt.xla import bridge as xla_bridge
 
     try:
@@ -103,7 +116,7 @@ def check_many(items: Sequence[tuple[str, str]], workers: int = 2) -> list[Round
     """`check_roundtrip` for many ``(text, name)`` pairs in isolated XLA worker processes."""
     from hloopt.xla.bridge import isolated_map
 
-    results = isolated_map(check_roundtrip, list(items), workers=workers, timeout=120)
+    results = isolated_map(_check_roundtrip, list(items), workers=workers, timeout=120)
     return [
         result if isinstance(result, RoundTrip) else RoundTrip(name, xla_input_error=f"XLA crashed: {result}")
         for result, (_, name) in zip(results, items)

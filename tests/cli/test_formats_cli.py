@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import xla_workers
 from click.testing import CliRunner
 from hlo_text import hlo
+from xla_workers import on_worker_path
 
 from hloopt.cli.main import main
 from hloopt.support.formats import Format, detect
 from hloopt.xla import formats
-from hloopt.xla.bridge import canonical
+from hloopt.xla.bridge import canonical, isolated_call
 
 MODULE = hlo(
     """
@@ -119,3 +121,79 @@ def test_a_file_that_is_no_module_exits_2_without_a_traceback(tmp_path: Path, na
         result = CliRunner().invoke(main, [*command, str(tmp_path / name)])
         assert result.exit_code == 2
         assert result.stderr.startswith("hloopt: error: ") and "Traceback" not in result.stderr
+
+
+def tree(root: Path) -> dict[str, Format]:
+    """Each file below `root` and the format its bytes hold."""
+    return {
+        path.relative_to(root).as_posix(): detect(path.name, path.read_bytes())
+        for path in root.rglob("*")
+        if path.is_file()
+    }
+
+
+@pytest.fixture
+def mixed(tmp_path: Path, proto: Path) -> Path:
+    """A directory of a module in each format hloopt reads, one of them in a subdirectory."""
+    root = tmp_path / "in"
+    (root / "sub").mkdir(parents=True)
+    proto.rename(root / "a.pb")
+    (root / "sub" / "b.hlo").write_text(MODULE)
+    (root / "c.mlir").write_text(
+        CliRunner().invoke(main, ["run", str(root / "a.pb"), "--output-format", "mlir"]).stdout
+    )
+    return root
+
+
+@pytest.mark.parametrize(
+    ("output_format", "expected"),
+    [
+        ("pb", {"a.pb": Format.PROTO, "sub/b.pb": Format.PROTO, "c.pb": Format.PROTO}),
+        ("mlir", {"a.mlir": Format.STABLEHLO, "sub/b.mlir": Format.STABLEHLO, "c.mlir": Format.STABLEHLO}),
+        ("hlo", {"a.hlo": Format.HLO, "sub/b.hlo": Format.HLO, "c.hlo": Format.HLO}),
+        (None, {"a.pb": Format.PROTO, "sub/b.hlo": Format.HLO, "c.mlir": Format.STABLEHLO}),
+    ],
+)
+def test_a_directory_s_outputs_are_named_for_the_format_written(
+    tmp_path: Path, mixed: Path, output_format: str | None, expected: dict[str, Format]
+) -> None:
+    """Protobuf in a file named .hlo is a file hloopt cannot read back (issue 28 item 11)."""
+    out = tmp_path / "out"
+    chosen = [] if output_format is None else ["--output-format", output_format]
+    result = CliRunner().invoke(main, ["run", str(mixed), "-o", str(out), *chosen])
+    assert result.exit_code == 0, result.stderr
+    assert tree(out) == expected
+    again = CliRunner().invoke(main, ["run", str(out), "--check"])  # and hloopt reads every one back
+    assert again.exit_code == 0, again.stderr
+
+
+def test_bytecode_is_written_as_mlir_text_named_mlir(
+    tmp_path: Path, proto: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    stablehlo = CliRunner().invoke(main, ["run", str(proto), "--output-format", "mlir"]).stdout
+    on_worker_path(monkeypatch)
+    (root / "m.mlirbc").write_bytes(isolated_call(xla_workers.bytecode, stablehlo))
+    result = CliRunner().invoke(main, ["run", str(root), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    assert tree(tmp_path / "out") == {"m.mlir": Format.STABLEHLO}
+
+
+def test_two_inputs_that_would_write_one_output_are_refused(tmp_path: Path, mixed: Path) -> None:
+    (mixed / "a.hlo").write_text(MODULE)  # beside a.pb: both would be out/a.pb
+    result = CliRunner().invoke(main, ["run", str(mixed), "-o", str(tmp_path / "out"), "--output-format", "pb"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"hloopt: error: {tmp_path / 'out' / 'a.pb'}: would be written from both {mixed / 'a.hlo'} and "
+        f"{mixed / 'a.pb'}\n"
+    )
+    assert tree(tmp_path / "out") == {}
+
+
+def test_in_place_refuses_a_format_its_file_names_do_not_say(tmp_path: Path, mixed: Path) -> None:
+    before = tree(mixed)
+    result = CliRunner().invoke(main, ["run", str(mixed), "--in-place", "--passes", "all", "--output-format", "pb"])
+    assert result.exit_code == 1  # a batch: each refused file fails, the summary says so
+    assert "sub/b.hlo: --in-place keeps each file's name, which does not say pb" in result.stderr
+    assert tree(mixed) == before

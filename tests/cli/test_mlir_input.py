@@ -83,7 +83,10 @@ def test_stdin_and_a_directory_member(tmp_path: Path, monkeypatch: pytest.Monkey
     Path("in/f.hlo").write_text(STABLEHLO)  # the extension says HLO, the content says StableHLO
     batch = runner.invoke(main, ["run", "in", "-o", "out"])
     assert batch.exit_code == 0, batch.stderr
-    assert "stablehlo.sine" in Path("out/f.hlo").read_text()  # a batch keeps each module's format
+    # A batch keeps each module's format, and names its output for it: protobuf or MLIR in a file named
+    # .hlo is a file hloopt would read as broken HLO text.
+    assert sorted(p.name for p in Path("out").iterdir()) == ["f.mlir"]
+    assert "stablehlo.sine" in Path("out/f.mlir").read_text()
     as_hlo = runner.invoke(main, ["run", "in", "-o", "hlo-out", "--output-format", "hlo"])
     assert as_hlo.exit_code == 0 and "sine(" in Path("hlo-out/f.hlo").read_text()
 

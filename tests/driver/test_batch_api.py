@@ -187,7 +187,7 @@ def test_a_comparison_that_crashes_xla_costs_only_its_module(tmp_path: Path) -> 
     assert crashed.status == "changed" and crashed.numerics is not None
     assert crashed.numerics["ok"] is False
     assert crashed.numerics["error"].startswith(
-        "XLA compile failed: worker died with SIG"
+        f"{tmp_path / 'a_crash.hlo'}: XLA compile failed: worker died with SIG"
     )  # the report names the module
     assert compared.numerics is not None and compared.numerics["ok"] is True
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
@@ -147,7 +148,9 @@ def test_per_pass_keeps_the_module_after_each_changing_pass(tmp_path: Path) -> N
 class _BrokenPool:
     """XLA's processes failing as a whole (what `IsolatedPool.map` raises when its own machinery breaks)."""
 
-    def map(self, fn: object, calls: object, *, timeout: float | None = None) -> list[Any]:
+    def map(
+        self, fn: object, calls: object, *, timeout: float | None = None, labels: Sequence[str] | None = None
+    ) -> list[Any]:
         raise RuntimeError("_compare raised in a worker: the XLA worker zygote died")
 
 
