@@ -8,6 +8,7 @@ and makes ../shared required; ``-m EXPR`` chooses tiers by hand, and a test file
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,12 @@ def corpus_dir() -> Path:
             pytest.fail(reason + " — HLOOPT_REQUIRE_SHARED=1 makes it required")
         pytest.skip(reason)
     return found / "hlo-corpus"
+
+
+def sampled(values: Iterable[object], every: int) -> list[object]:
+    """`values` as parameters, all but every `every`-th marked ``slow``: the fast tier keeps an even slice of a
+    sweep (the first value included), CI runs all of it."""
+    return [value if i % every == 0 else pytest.param(value, marks=pytest.mark.slow) for i, value in enumerate(values)]
 
 
 def _named_files(config: pytest.Config) -> set[Path]:

@@ -26,13 +26,19 @@ SCRATCH = {
         "import pytest\n\n\n@pytest.fixture\ndef modules(corpus_dir):\n    return sorted(corpus_dir.glob('*.hlo'))\n\n\n"
         "def test_through_a_fixture(modules):\n    assert modules\n"
     ),
+    "test_sampled.py": (
+        "import pytest\nfrom conftest import sampled\n\n\n"
+        "@pytest.mark.parametrize('n', sampled(range(7), 3))\ndef test_sampled(n):\n    pass\n"
+    ),
 }
-EVERY = {"test_plain", "test_sweep", "test_reads", "test_through_a_fixture"}
+SAMPLE = {f"test_sampled[{n}]" for n in (0, 3, 6)}
+EVERY = {"test_plain", "test_sweep", "test_reads", "test_through_a_fixture"} | {f"test_sampled[{n}]" for n in range(7)}
 
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A suite with this conftest and pytest settings: a plain test, a slow one, two that read the corpus."""
+    """A suite with this conftest and pytest settings: a plain test, a slow one, two that read the corpus, and a
+    sampled sweep."""
     root = tmp_path_factory.mktemp("tiers")
     (root / "pyproject.toml").write_text((TESTS.parent / "pyproject.toml").read_text())
     (root / "tests").mkdir()
@@ -48,6 +54,7 @@ def outcomes(root: Path, *args: str, shared: bool = True, every_tier: bool = Fal
     """Each test's outcome in ``python -m pytest ARGS`` run in `root`; a test left out is absent."""
     env = {k: v for k, v in os.environ.items() if k not in ("HLOOPT_SHARED", "HLOOPT_REQUIRE_SHARED")}
     env["HLOOPT_SHARED"] = str(root / "shared") if shared else str(root / "missing")
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the rules need no plugin, and each run starts faster
     if every_tier:
         env["HLOOPT_REQUIRE_SHARED"] = "1"
     report = root / "report.xml"
@@ -70,15 +77,14 @@ def outcomes(root: Path, *args: str, shared: bool = True, every_tier: bool = Fal
 
 def test_the_default_run_is_the_fast_tier(scratch: Path) -> None:
     """Corpus tests are deselected whether or not ../shared is there, the fixture marking those that use it."""
-    assert outcomes(scratch) == {"test_plain": "passed"}
-    assert outcomes(scratch, shared=False) == {"test_plain": "passed"}
+    fast = {"test_plain": "passed"} | dict.fromkeys(SAMPLE, "passed")
+    assert outcomes(scratch) == fast
+    assert outcomes(scratch, shared=False) == fast
 
 
 def test_ci_runs_every_tier_and_requires_shared(scratch: Path) -> None:
     assert outcomes(scratch, every_tier=True) == dict.fromkeys(EVERY, "passed")
-    assert outcomes(scratch, shared=False, every_tier=True) == {
-        "test_plain": "passed",
-        "test_sweep": "passed",
+    assert outcomes(scratch, shared=False, every_tier=True) == dict.fromkeys(EVERY, "passed") | {
         "test_reads": "error",
         "test_through_a_fixture": "error",
     }
@@ -86,7 +92,8 @@ def test_ci_runs_every_tier_and_requires_shared(scratch: Path) -> None:
 
 def test_a_marker_expression_chooses_the_tiers(scratch: Path) -> None:
     assert outcomes(scratch, "-m", "corpus") == {"test_reads": "passed", "test_through_a_fixture": "passed"}
-    assert outcomes(scratch, "-m", "slow") == {"test_sweep": "passed"}
+    sweeps = {"test_sweep"} | {f"test_sampled[{n}]" for n in range(7)} - SAMPLE
+    assert outcomes(scratch, "-m", "slow") == dict.fromkeys(sweeps, "passed")
     assert outcomes(scratch, "-m", "corpus", shared=False) == {
         "test_reads": "skipped",
         "test_through_a_fixture": "skipped",
@@ -98,7 +105,9 @@ def test_a_file_named_on_the_command_line_runs_whole(scratch: Path) -> None:
         "test_sweep": "passed",
         "test_reads": "passed",
     }
-    assert outcomes(scratch, "tests") == {"test_plain": "passed"}
+    assert outcomes(scratch, "tests/test_plain.py", "tests/test_sampled.py") == {"test_plain": "passed"} | {
+        f"test_sampled[{n}]": "passed" for n in range(7)
+    }
 
 
 #: Ways a test could reach ../shared without the fixture: the folder's name or its variable as a string, or the
