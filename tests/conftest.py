@@ -1,18 +1,32 @@
-"""Shared fixtures: where ../shared is, and whether tests that need it may skip."""
+"""Shared fixtures and the suite's tiers: where ../shared is, which tests need it, and which run by default.
+
+``python -m pytest`` runs the fast tier: every test not marked ``corpus`` (needs ../shared) or ``slow`` (long
+sweeps through XLA, each with a small slice in the fast tier). ``HLOOPT_REQUIRE_SHARED=1`` (CI) runs every tier
+and makes ../shared required; ``-m EXPR`` chooses tiers by hand, and a test file named on the command line runs whole.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: The markers that take a test out of the default run (registered, with their meaning, in pyproject.toml).
+TIERS = ("corpus", "slow")
+
 # Every `hloopt run` in the tests, in-process or a subprocess, checks each pass's "changed" flag against the
 # printed module (XLA's VerifyPassChangedReport): the command line reads this once as it starts. The library
 # reads no environment, so the pass tests ask for the check themselves (`tests/passes/pass_testing.py`).
 os.environ.setdefault("HLOOPT_CHECK_PASS_CHANGED", "both")
+
+
+def every_tier() -> bool:
+    """CI's switch: every tier runs, and what a tier needs (../shared, dask, pre-commit) must be there."""
+    return os.environ.get("HLOOPT_REQUIRE_SHARED") == "1"
 
 
 def shared_dir() -> Path | None:
@@ -21,17 +35,57 @@ def shared_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
-def require_shared() -> Path:
-    """The shared folder, or skip (fail when HLOOPT_REQUIRE_SHARED=1, as in CI)."""
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The shared HLO corpus, or skip (fail under HLOOPT_REQUIRE_SHARED=1): the one way a test reaches ../shared,
+    so that every test that does is marked ``corpus`` (`pytest_collection_modifyitems`; `tests/test_tiers.py`)."""
     found = shared_dir()
     if found is None:
         reason = "needs ../shared/hlo-corpus beside the checkout (or HLOOPT_SHARED); a user's clone has none"
-        if os.environ.get("HLOOPT_REQUIRE_SHARED") == "1":
+        if every_tier():
             pytest.fail(reason + " — HLOOPT_REQUIRE_SHARED=1 makes it required")
         pytest.skip(reason)
-    return found
+    return found / "hlo-corpus"
 
 
-@pytest.fixture(scope="session")
-def corpus_dir() -> Path:
-    return require_shared() / "hlo-corpus"
+def sampled(values: Iterable[object], every: int) -> list[object]:
+    """`values` as parameters, all but every `every`-th marked ``slow``: the fast tier keeps an even slice of a
+    sweep (the first value included), CI runs all of it."""
+    return [value if i % every == 0 else pytest.param(value, marks=pytest.mark.slow) for i, value in enumerate(values)]
+
+
+def _named_files(config: pytest.Config) -> set[Path]:
+    """Test files named on the command line (alone or as ``file::test``): they run whole, whatever their tier."""
+    named: set[Path] = set()
+    for arg in config.args:
+        path = config.invocation_params.dir / arg.split("::")[0]
+        if path.is_file():
+            named.add(path.resolve())
+    return named
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses ``corpus_dir`` (directly or through a fixture) ``corpus``, then, unless every
+    tier or a ``-m`` expression was asked for, deselect the tiers outside the fast one."""
+    for item in items:
+        if "corpus_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.corpus)
+    if every_tier() or config.option.markexpr:
+        return
+    named = _named_files(config)
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        tiered = any(item.get_closest_marker(tier) for tier in TIERS)
+        (dropped if tiered and item.path.resolve() not in named else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if every_tier():
+        return "tiers: all (HLOOPT_REQUIRE_SHARED=1: ../shared, dask and pre-commit required)"
+    if config.option.markexpr:
+        return f"tiers: chosen by -m {config.option.markexpr!r}"
+    return "tiers: fast (corpus and slow deselected; HLOOPT_REQUIRE_SHARED=1 runs every tier, -m corpus or -m slow one)"

@@ -20,9 +20,9 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
-from conftest import require_shared
 from hlo_text import hlo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -97,9 +97,8 @@ def check_parses_or_located_error(data: bytes, run_passes: bool = True) -> None:
 
 
 @pytest.fixture(scope="module")
-def seeds() -> list[bytes]:
-    corpus = require_shared() / "hlo-corpus"
-    paths = sorted(p for folder in ("xla", "headerless", "invalid") for p in (corpus / folder).glob("*.hlo"))
+def seeds(corpus_dir: Path) -> list[bytes]:
+    paths = sorted(p for folder in ("xla", "headerless", "invalid") for p in (corpus_dir / folder).glob("*.hlo"))
     texts = [p.read_bytes() for p in paths if p.stat().st_size <= SEED_BYTES]
     assert len(texts) > 8000
     return texts

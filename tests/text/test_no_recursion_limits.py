@@ -106,6 +106,7 @@ def deep_module() -> Module:
 BF16_NUMPY = ml_dtypes.bfloat16
 
 
+@pytest.mark.slow
 def test_deep_tuples_through_the_passes_verifier_and_printer() -> None:
     module = deep_module()
     verify(module)

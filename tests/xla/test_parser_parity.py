@@ -376,9 +376,10 @@ def _installed_jaxlib() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def test_hloopt_accepts_exactly_what_jaxlib_accepts() -> None:
+@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 29], ids=["all", "every 29th"])
+def test_hloopt_accepts_exactly_what_jaxlib_accepts(every: int) -> None:
     """Same verdicts, except syntax newer than the installed jaxlib: hloopt reads it, jaxlib refuses."""
-    cases = all_cases()
+    cases = all_cases()[::every]
     verdicts = canonical_in_subprocess([text for _, text, _ in cases])
     installed = _installed_jaxlib()
     disagreements: list[str] = []
@@ -395,7 +396,7 @@ def test_hloopt_accepts_exactly_what_jaxlib_accepts() -> None:
         if _hloopt_accepts(text) != xla:
             reason = "" if xla else str(verdict).strip().splitlines()[-3:]
             disagreements.append(f"{label}: jaxlib {'accepts' if xla else 'refuses'} {reason}")
-    assert len(cases) > 14_000 and tally["refused"] > 1_000, tally
+    assert len(cases) > 14_000 // every and tally["refused"] > 1_000 // every, tally
     assert not disagreements, f"{len(disagreements)} of {len(cases)} cases:\n" + "\n".join(disagreements[:40])
 
 
