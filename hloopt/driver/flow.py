@@ -465,7 +465,7 @@ def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: 
     changed = [result for result in results if result.status == "changed"]
     try:
         outcomes = compare_numerics(changed, options, pool)
-    except RuntimeError as err:  # the XLA processes failed, not a module (their zygote was killed, say)
+    except RuntimeError as err:  # the XLA calls failed, not a module (a bug raised in a worker, say)
         outcomes = [HloError(f"internal error: {err}")] * len(changed)
     for result, outcome in zip(changed, outcomes):
         if result.status == "failed":  # its output could not be written: that is its error, not the numerics'

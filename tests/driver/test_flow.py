@@ -146,12 +146,12 @@ def test_per_pass_keeps_the_module_after_each_changing_pass(tmp_path: Path) -> N
 
 
 class _BrokenPool:
-    """XLA's processes failing as a whole (what `IsolatedPool.map` raises when its own machinery breaks)."""
+    """XLA's calls failing as a whole (what `IsolatedPool.map` raises when a call raises a bug in its worker)."""
 
     def map(
         self, fn: object, calls: object, *, timeout: float | None = None, labels: Sequence[str] | None = None
     ) -> list[Any]:
-        raise RuntimeError("_compare raised in a worker: the XLA worker zygote died")
+        raise RuntimeError("_compare raised in a worker: KeyError: a bug in the XLA worker")
 
 
 def test_a_broken_xla_pool_is_each_changed_module_s_numerics_error() -> None:
@@ -161,6 +161,6 @@ def test_a_broken_xla_pool_is_each_changed_module_s_numerics_error() -> None:
     verify_numerics([changed, unchanged], RunOptions(verify_numerics=True), cast(IsolatedPool, _BrokenPool()))
     assert changed.numerics == {
         "ok": False,
-        "error": "internal error: _compare raised in a worker: the XLA worker zygote died",
+        "error": "internal error: _compare raised in a worker: KeyError: a bug in the XLA worker",
     }
     assert unchanged.numerics is None

@@ -8,7 +8,7 @@ that advances per run; custom calls such as GetRngSeed and AllocateBuffer
 return fresh seeds or uninitialised memory; set-dimension-size leaves padding
 undefined. Any other difference fails.
 
-Modules run in forked worker processes, two at a time (XLA crashes on some of
+Modules run in worker processes (fresh interpreters), two at a time (XLA crashes on some of
 them). Per-module work is capped: inputs plus outputs over `MAX_BYTES` are
 compiled but not executed, and a module still running after `TIMEOUT` seconds
 (the corpus has infinite while loops) counts as hung.
