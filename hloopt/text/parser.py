@@ -99,11 +99,12 @@ def check_name(name: str, written: str, offset: int, error: Callable[[int, str],
         raise error(offset, f"illegal instruction name: {name}; suggest renaming to: {name}_")
 
 
-#: The common instruction, canonical text without comments: `ROOT %name = type[dims]{layout} opcode(`,
+#: The common instruction, canonical text without comments: `ROOT %name = type[dims]{layout} opcode(`
+#: (a bare name not against its `=`: see the grammar's _INSTRUCTION_NAME),
 #: then arguments with no parentheses, strings or nested brackets, then `)`. Where it matches, the
 #: grammar's HEAD and ARGS match the same spans (they allow more); elsewhere the splitter reads the line.
 _CANONICAL = re.compile(
-    r"\s*+((ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
+    r"\s*+((ROOT\s+)?(?=%|[A-Za-z_][A-Za-z0-9_.\-]*+[^=])%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
     r"([a-z][a-z0-9]*\[[^\[\]{}()]*\](?:\{[0-9:][^{}()]*\})?)\s+([a-z][a-z0-9\-]*)\()"
     r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*\]|\{[^{}()\[\]\"'/]*\})*+)\)"
 )
@@ -757,6 +758,41 @@ class _Parse:
         return self.assembly.module(header.name, header.attributes, stack_frames)
 
 
+#: A character XLA's lexer refuses outside strings and comments: not printable ASCII, space, tab, CR or LF.
+#: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
+_FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
+#: What XLA's lexer reads past whole (strings and comments, where any character goes), a run of plain
+#: characters, or a foreign character (group 1).
+_LEXED = re.compile(
+    r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
+    r"|[\x20-\x7e\t\n\r]|([^\x20-\x7e\t\n\r])"
+)
+_PLAIN_RUN = re.compile(r"[\t\n\r !#-&(-.0-~]++")
+
+
+def _foreign_character(text: str) -> int | None:
+    """Where the first character XLA's lexer refuses stands outside a string or comment, if any.
+
+    One C-speed search answers for the common text; only a text with some such character (in a
+    string, say: metadata may hold any) is walked token by token.
+    """
+    if _FOREIGN.search(text) is None:
+        return None
+    position, end = 0, len(text)
+    while position < end:
+        run = _PLAIN_RUN.match(text, position)
+        if run is not None:
+            position = run.end()
+            if position >= end:
+                break
+        token = _LEXED.match(text, position)
+        assert token is not None  # its last two branches take any character
+        if token.group(1) is not None:
+            return position
+        position = token.end()
+    return None
+
+
 def parse(text: str, filename: str = "<string>", *, callees_first: bool = False) -> Module:
     """Parse HLO module text into the IR; raises HloParseError with file:line:col.
 
@@ -767,6 +803,10 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
+    foreign = _foreign_character(text)
+    if foreign is not None:
+        message = f"unexpected character U+{ord(text[foreign]):04X} (outside strings and comments XLA reads ASCII only)"
+        raise parse_error_at(text, foreign, filename, message)
     with paused_gc(survives=True):
         try:
             try:

@@ -60,6 +60,8 @@ _API_VERSIONS = {
 _DIRECTIONS = {"EQ", "NE", "GE", "GT", "LE", "LT"}
 _INT = re.compile(r"-?\d{1,18}")
 _BOOL_LIST = re.compile(r"\{\s*(?:(?:true|false)\s*(?:,\s*(?:true|false)\s*)*)?\}")
+#: XLA's blanks between tokens (after `parse` has refused any other character outside strings).
+_W = r"[ \t\n\r]*"
 _PADDING = re.compile(r"-?\d+_-?\d+(_\d+)?(x-?\d+_-?\d+(_\d+)?)*")
 _SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
 _ALIAS_ENTRY = re.compile(
@@ -80,6 +82,8 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
         if key not in MODULE_ATTRIBUTES:
             allowed = ", ".join(sorted(MODULE_ATTRIBUTES))
             raise InvalidHlo(f'unexpected module attribute "{key}". Allowed attributes: {allowed}', attribute=key)
+    for key, value in module.attributes.items():
+        check_value_syntax(key, value)
     for key in ("input_output_alias", "buffer_donor"):
         if key in module.attributes:
             _check_alias_list(module.attributes[key], key)
@@ -171,7 +175,8 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
         [_check_parameter_replication] if "parameter_replication" in keys else []
     )
     first.extend(_CHECKS.get(base, ()) if own else ())
-    then = [check for key, check in _KEYED_CHECKS if key in keys]
+    then = [partial(_check_value_syntax, key=key) for key in keys if key in _VALUE_SYNTAX]
+    then += [check for key, check in _KEYED_CHECKS if key in keys]
     if base in ASYNC_WRAPPERS or suffix is not None:
         then.append(partial(_check_async, base=base, suffix=suffix))
     if "result_accuracy" in keys:
@@ -547,10 +552,48 @@ def _check_compare(instruction: Instruction) -> None:
         raise _fail(instruction, f"unknown comparison direction {direction}", "direction")
 
 
+#: A token of a sharding as far as its attribute names go: a string, a comment, a name (group 1) with its `=` (group 2),
+#: a brace, or any other character.
+_SHARDING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|/\*(?:[^*]|\*(?!/))*\*/|([A-Za-z_][A-Za-z0-9_.\-]*)(=?)|[^"\']', re.S)
+_SHARDING_NAMES = frozenset({"device", "devices", "metadata", "last_tile_dims"})
+_DEVICE_NUMBER = re.compile(rf"{_W}-?[0-9]+")
+
+
+def _check_sharding_names(value: str) -> None:
+    """The `name=` of a sharding in XLA's classic form (a mesh sharding has names of its own): only those XLA
+    knows, `device=` with an integer; names inside a `metadata={...}` are the metadata's."""
+    depth = 0
+    metadata_depth: int | None = None  # the depth inside the metadata group being skipped
+    for token in _SHARDING_TOKEN.finditer(value):
+        text = token.group()
+        if text == "{":
+            depth += 1
+        elif text == "}":
+            depth -= 1
+            if metadata_depth is not None and depth < metadata_depth:
+                metadata_depth = None
+        elif token.group(2) and metadata_depth is None:
+            name = token.group(1)
+            if name not in _SHARDING_NAMES:
+                raise InvalidHlo(
+                    "unknown attribute in sharding: expected device=, devices= metadata= or last_tile_dims=",
+                    attribute="sharding",
+                )
+            if name == "metadata":
+                metadata_depth = depth + 1
+            elif name == "device" and not _DEVICE_NUMBER.match(value, token.end()):
+                raise InvalidHlo("device= attribute must be an integer", attribute="sharding")
+
+
 def _check_sharding(instruction: Instruction) -> None:
     value = instruction.attributes.get("sharding")
     if not isinstance(value, str):
         return
+    if "mesh" not in value:
+        try:
+            _check_sharding_names(value)
+        except InvalidHlo as issue:
+            raise _fail(instruction, issue.message, "sharding") from None
     for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
         product = math.prod(_dims(tiles))
         if devices.startswith("<="):
@@ -876,6 +919,115 @@ def _check_origin(value: str, key: str) -> None:
     take("}", "Expects '}' to end original value")
     if tokens[at] != "":
         raise fail("expects the attribute to end")
+
+
+_INTEGER_TOKEN = r"-?[0-9]+"
+_INTEGERS = rf"(?:{_INTEGER_TOKEN}{_W}(?:,{_W}{_INTEGER_TOKEN}{_W})*)?"
+_BRACED_INTEGERS = rf"\{{{_W}{_INTEGERS}\}}"
+_SLICE_RANGE = rf"\[{_W}{_INTEGER_TOKEN}{_W}:{_W}{_INTEGER_TOKEN}{_W}(?::{_W}{_INTEGER_TOKEN}{_W})?\]"
+#: Value syntaxes of typed attributes, as XLA's attribute parser reads them: (pattern, what XLA expects).
+_INTEGER_VALUE = (re.compile(_INTEGER_TOKEN), "expects integer")
+_BOOL_VALUE = (re.compile("true|false"), "expects true or false")
+_INTEGER_LIST_VALUE = (re.compile(_BRACED_INTEGERS), "expects a list of integers in braces, e.g. {0,1}")
+_VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
+    **dict.fromkeys(
+        (
+            "index",
+            "channel_id",
+            "batch_group_count",
+            "feature_group_count",
+            "delta",
+            "exponent_bits",
+            "mantissa_bits",
+            "feature_index",
+            "index_vector_dim",
+            "inferred_dimension",
+            "iota_dimension",
+            "k",
+            "num_carries",
+            "num_partitions",
+            "replica_count",
+        ),
+        _INTEGER_VALUE,
+    ),
+    **dict.fromkeys(
+        (
+            "alias_passthrough_params",
+            "constrain_layout",
+            "custom_call_has_side_effect",
+            "indices_are_sorted",
+            "is_host_transfer",
+            "is_reverse",
+            "is_scheduled",
+            "is_stable",
+            "largest",
+            "left_side",
+            "lower",
+            "unique_indices",
+            "unit_diagonal",
+            "use_global_device_ids",
+        ),
+        _BOOL_VALUE,
+    ),
+    **dict.fromkeys(
+        (
+            "dimensions",
+            "collapsed_slice_dims",
+            "dynamic_slice_sizes",
+            "fft_length",
+            "input_batching_dims",
+            "inserted_window_dims",
+            "lhs_batch_dims",
+            "lhs_contracting_dims",
+            "lhs_ragged_dims",
+            "offset_dims",
+            "operand_batching_dims",
+            "rhs_batch_dims",
+            "rhs_contracting_dims",
+            "rhs_group_dims",
+            "scatter_dims_to_operand_dims",
+            "scatter_indices_batching_dims",
+            "start_index_map",
+            "start_indices_batching_dims",
+            "update_window_dims",
+        ),
+        _INTEGER_LIST_VALUE,
+    ),
+    "slice": (
+        re.compile(rf"\{{{_W}(?:{_SLICE_RANGE}{_W}(?:,{_W}{_SLICE_RANGE}{_W})*)?\}}"),
+        "expects slice ranges, e.g. {[0:2], [1:4:2]}",
+    ),
+    "source_target_pairs": (
+        re.compile(rf"\{{{_W}(?:{_BRACED_INTEGERS}{_W}(?:,{_W}{_BRACED_INTEGERS}{_W})*)?\}}"),
+        "expects pairs of integers in braces, e.g. {{0,1},{1,0}}",
+    ),
+}
+#: The most an integer token may say: XLA's lexer reads it as a 64-bit integer (unsigned when positive).
+_INTEGER_RANGE = range(-(2**63), 2**64)
+
+
+def check_value_syntax(key: str, value: str) -> None:
+    """Refuse the value of a typed attribute that XLA's attribute parser would not read (`dimensions={}{0}`,
+    `index=+1`, `slice={[0x7f:3:1]}`); an attribute with no entry in the table is not checked here."""
+    syntax = _VALUE_SYNTAX.get(key)
+    if syntax is None:
+        return
+    text = re.sub(r"/\*(?:[^*]|\*(?!/))*\*/", " ", value) if "/*" in value else value
+    pattern, expected = syntax
+    if not pattern.fullmatch(text.strip(" \t\n\r")):
+        raise InvalidHlo(f"{expected}, found {value}", attribute=key)
+    for number in re.findall(_INTEGER_TOKEN, text):
+        if int(number) not in _INTEGER_RANGE:
+            raise InvalidHlo(f"integer {number} is out of the 64-bit range", attribute=key)
+
+
+def _check_value_syntax(instruction: Instruction, key: str) -> None:
+    value = instruction.attributes.get(key)
+    if isinstance(value, str):
+        try:
+            check_value_syntax(key, value)
+        except InvalidHlo as issue:
+            raise _fail(instruction, issue.message, key) from None
 
 
 _MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
