@@ -26,6 +26,16 @@ import parity_fuzz  # noqa: E402
 from hloopt.xla.bridge import IsolatedPool  # noqa: E402
 
 
+def where(mutant: str, xla: str | None) -> str:
+    """The part of `mutant` XLA's refusal points at (``line:column:``), else its start."""
+    found = re.match(r"(\d+):(\d+): ", xla or "")
+    if found is None:
+        return mutant[:300]
+    line, column = int(found.group(1)), int(found.group(2))
+    text = (mutant.split("\n") + [""])[line - 1]
+    return f"{line}:{column}: " + text[max(0, column - 80) : column + 40]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mutants", type=int, default=100_000)
@@ -57,7 +67,7 @@ def main() -> None:
             print(f"-- {len(items)}× {key}")
             for kind, ours, theirs, mutant in items[: args.show]:
                 print(f"   [{kind}] hloopt: {ours!r:.120} | xla: {theirs!r:.120}")
-                print(f"   {mutant!r:.600}")
+                print(f"   {where(mutant, theirs)!r}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ reach either parser (hloopt's reader refuses them first; `test_fuzz_parser.py` c
 from __future__ import annotations
 
 import random
+import resource
 import re
 import signal
 from collections import Counter
@@ -39,6 +40,8 @@ UNLOCATED = "hloopt-unlocated-refusal"
 CLASSES = (AGREE_ACCEPT, AGREE_REFUSE, HLOOPT_ONLY, XLA_ONLY, XLA_CRASH, UNLOCATED)
 #: Seeds: corpus modules up to this size (every construct appears in small modules; small mutants run fast).
 SEED_CHARS = 3_000
+#: The address space an XLA worker may use.
+WORKER_BYTES = 6 << 30
 #: Mutants per XLA call: one worker round trip for many parses.
 BATCH = 64
 
@@ -197,7 +200,14 @@ def hloopt_verdict(text: str) -> str | None:
 
 
 def xla_verdicts(texts: Sequence[str]) -> list[str | None]:
-    """In a worker: None for each text XLA's parser reads, else the first line of its refusal."""
+    """In a worker: None for each text XLA's parser reads, else where and what it first says.
+
+    The worker's address space is capped first: a mutant shape such as ``f32[2147483648]`` on a
+    constant would have XLA allocate gigabytes on a machine others share (it fails cleanly instead).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_AS, (WORKER_BYTES, hard))
     verdicts: list[str | None] = []
     for text in texts:
         try:

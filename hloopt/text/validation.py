@@ -62,7 +62,8 @@ _INT = re.compile(r"-?\d{1,18}")
 _BOOL_LIST = re.compile(r"\{\s*(?:(?:true|false)\s*(?:,\s*(?:true|false)\s*)*)?\}")
 #: XLA's blanks between tokens (after `parse` has refused any other character outside strings).
 _W = r"[ \t\n\r]*"
-_PADDING = re.compile(r"-?\d+_-?\d+(_\d+)?(x-?\d+_-?\d+(_\d+)?)*")
+_PADDING_TEXT = r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*"
+_PADDING = re.compile(_PADDING_TEXT)
 _SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
 _ALIAS_ENTRY = re.compile(
     rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
@@ -92,7 +93,13 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
     checked_shapes: set[int] = set()
     checked_maps: set[tuple[str, str]] = set()
     for computation in module.computations:
+        numbers: set[int] = set()
         for instruction in computation.instructions:
+            number = instruction.parameter_number
+            if number is not None:
+                if number in numbers:
+                    raise _fail(instruction, f"Duplicate parameter number {number}")
+                numbers.add(number)
             shape = instruction.shape
             if shape is not None and id(shape) not in checked_shapes:
                 _check_shape(instruction, shape)
@@ -552,46 +559,137 @@ def _check_compare(instruction: Instruction) -> None:
         raise _fail(instruction, f"unknown comparison direction {direction}", "direction")
 
 
-#: A token of a sharding as far as its attribute names go: a string, a comment, a name (group 1) with its `=` (group 2),
-#: a brace, or any other character.
-_SHARDING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|/\*(?:[^*]|\*(?!/))*\*/|([A-Za-z_][A-Za-z0-9_.\-]*)(=?)|[^"\']', re.S)
-_SHARDING_NAMES = frozenset({"device", "devices", "metadata", "last_tile_dims"})
-_DEVICE_NUMBER = re.compile(rf"{_W}-?[0-9]+")
+#: A token of a sharding: blanks and comments (group 1, skipped), a string, `<=`, a name (with its `=`: an
+#: attribute name, as XLA's lexer reads it), an integer, or one other character.
+_SHARDING_TOKEN = re.compile(
+    r'([ \t\n\r]+|/\*(?:[^*]|\*(?!/))*\*/)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<='
+    r"|[A-Za-z_][A-Za-z0-9_.\-]*=?|-?[0-9]+|[\s\S]"
+)
+_SHARDING_KEYWORDS = frozenset({"maximal", "replicated", "manual", "unknown", "unreduced", "last_tile_dim_replicate"})
 
 
-def _check_sharding_names(value: str) -> None:
-    """The `name=` of a sharding in XLA's classic form (a mesh sharding has names of its own): only those XLA
-    knows, `device=` with an integer; names inside a `metadata={...}` are the metadata's."""
-    depth = 0
-    metadata_depth: int | None = None  # the depth inside the metadata group being skipped
-    for token in _SHARDING_TOKEN.finditer(value):
-        text = token.group()
-        if text == "{":
-            depth += 1
-        elif text == "}":
-            depth -= 1
-            if metadata_depth is not None and depth < metadata_depth:
-                metadata_depth = None
-        elif token.group(2) and metadata_depth is None:
-            name = token.group(1)
-            if name not in _SHARDING_NAMES:
+class _ShardingReader:
+    """XLA's classic sharding syntax, read token by token: ``{replicated}``, ``{maximal device=0}``,
+    ``{devices=[2,2]0,1,2,3 last_tile_dim_replicate metadata={…}}``, ``{devices=[4]<=[2,2]T(1,0)}``, and a
+    tuple of them in braces. Refuses what XLA's ParseSharding refuses, with its words."""
+
+    def __init__(self, value: str) -> None:
+        self.tokens = [m.group() for m in _SHARDING_TOKEN.finditer(value) if m.group(1) is None] + [""]
+        self.at = 0
+
+    def peek(self) -> str:
+        return self.tokens[self.at]
+
+    def take(self) -> str:
+        token = self.tokens[self.at]
+        self.at += min(1, len(self.tokens) - 1 - self.at)
+        return token
+
+    def expect(self, token: str, message: str) -> None:
+        if self.take() != token:
+            raise InvalidHlo(message, attribute="sharding")
+
+    def integer(self, message: str = "expects integer") -> None:
+        if not _INTEGER_TOKEN_RE.fullmatch(self.take()):
+            raise InvalidHlo(message, attribute="sharding")
+
+    def integers(self, end: str, what: str) -> None:
+        """``int (, int)*`` then `end` (an empty list too)."""
+        if self.peek() != end:
+            self.integer()
+            while self.peek() == ",":
+                self.take()
+                self.integer()
+        self.expect(end, f"expected '{end}' to end {what}")
+
+    def sharding(self) -> None:
+        self.expect("{", "expected '{' to start sharding attribute")
+        if self.peek() == "}":
+            self.take()
+        elif self.peek() == "{":
+            while True:
+                self.expect("{", "expected '{' to start sharding attribute")
+                self.single()
+                if self.peek() != ",":
+                    break
+                self.take()
+            self.expect("}", "expected '}' to end sharding attribute")
+        else:
+            self.single()
+        if self.peek() != "":
+            raise InvalidHlo("expects the sharding to end", attribute="sharding")
+
+    def single(self) -> None:
+        """One sharding after its `{`, up to and with its `}`."""
+        seen: set[str] = set()
+        while (token := self.take()) != "}":
+            seen.add(token)
+            if token in _SHARDING_KEYWORDS:
+                continue
+            if token in ("shard_as", "shard_like"):
+                self.integer()
+            elif token == "device=":
+                self.integer("device= attribute must be an integer")
+            elif token == "devices=":
+                self.expect("[", "expected '[' to start sharding devices shape")
+                self.integers("]", "sharding devices shape")
+                if self.peek() == "<=":
+                    self.take()
+                    self.expect("[", "expected '[' to start sharding iota_reshape_dims")
+                    self.integers("]", "sharding iota_reshape_dims")
+                    if self.peek() == "(":
+                        raise InvalidHlo("expected 'T(' to start sharding devices iota_transpose_perm", "sharding")
+                    if self.peek() == "T":
+                        self.take()
+                        self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")
+                        self.integers(")", "sharding devices iota_transpose_perm")
+                else:
+                    self.integer()
+                    while self.peek() == ",":
+                        self.take()
+                        self.integer()
+            elif token == "metadata=":
+                self.group()
+            elif token == "last_tile_dims=":
+                self.expect("{", "expected '{' to start last_tile_dims")
+                while self.peek() not in ("}", ""):
+                    self.take()
+                self.expect("}", "expected '}' to end last_tile_dims")
+            elif token.endswith("="):
                 raise InvalidHlo(
                     "unknown attribute in sharding: expected device=, devices= metadata= or last_tile_dims=",
                     attribute="sharding",
                 )
-            if name == "metadata":
-                metadata_depth = depth + 1
-            elif name == "device" and not _DEVICE_NUMBER.match(value, token.end()):
-                raise InvalidHlo("device= attribute must be an integer", attribute="sharding")
+            else:
+                raise InvalidHlo("unexpected token", attribute="sharding")
+        if "maximal" in seen and "device=" not in seen:
+            raise InvalidHlo("maximal shardings should have exactly one device assigned", attribute="sharding")
+        if not seen & {"maximal", "replicated", "manual", "unknown", "unreduced", "devices=", "shard_as", "shard_like"}:
+            raise InvalidHlo(
+                "non-maximal shardings must have a tile assignment list including dimensions", attribute="sharding"
+            )
+
+    def group(self) -> None:
+        """A balanced `{…}` (a metadata), read past."""
+        self.expect("{", "expected '{' to start sharding metadata")
+        depth = 1
+        while depth:
+            token = self.take()
+            if token == "":
+                raise InvalidHlo("expected '}' to end sharding metadata", attribute="sharding")
+            depth += {"{": 1, "}": -1}.get(token, 0)
+
+
+_INTEGER_TOKEN_RE = re.compile(r"-?[0-9]+")
 
 
 def _check_sharding(instruction: Instruction) -> None:
     value = instruction.attributes.get("sharding")
     if not isinstance(value, str):
         return
-    if "mesh" not in value:
+    if "mesh" not in value:  # a mesh sharding (named axes) has a syntax of its own, not read here
         try:
-            _check_sharding_names(value)
+            _ShardingReader(value).sharding()
         except InvalidHlo as issue:
             raise _fail(instruction, issue.message, "sharding") from None
     for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
@@ -993,6 +1091,24 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
         ),
         _INTEGER_LIST_VALUE,
     ),
+    "window": (
+        re.compile(
+            rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=[0-9]+(?:x[0-9]+)*{_W}"
+            rf"|pad={_PADDING_TEXT}{_W})*\}}"
+        ),
+        "expects a window: {size=… stride=… pad=… lhs_dilate=… rhs_dilate=… rhs_reversal=…}",
+    ),
+    "replica_groups": (
+        re.compile(
+            rf"\{{{_W}(?:{_BRACED_INTEGERS}{_W}(?:,{_W}{_BRACED_INTEGERS}{_W})*)?\}}"
+            rf"|\[{_W}{_INTEGERS}\]{_W}<={_W}\[{_W}{_INTEGERS}\](?:{_W}T{_W}\({_W}{_INTEGERS}\))?"
+            r"|mesh\[[\s\S]*"  # groups over a mesh's axes: not checked here
+        ),
+        "expects replica groups, e.g. {{0,1},{2,3}} or [2,2]<=[4]",
+    ),
+    "kind": (re.compile("kLoop|kInput|kOutput|kCustom"), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
+    "distribution": (re.compile("rng_uniform|rng_normal"), "expects random distribution rng_uniform or rng_normal"),
+    "fft_type": (re.compile("FFT|IFFT|RFFT|IRFFT"), "expects fft type FFT, IFFT, RFFT or IRFFT"),
     "slice": (
         re.compile(rf"\{{{_W}(?:{_SLICE_RANGE}{_W}(?:,{_W}{_SLICE_RANGE}{_W})*)?\}}"),
         "expects slice ranges, e.g. {[0:2], [1:4:2]}",
