@@ -26,9 +26,9 @@ import parity_fuzz  # noqa: E402
 from hloopt.xla.bridge import IsolatedPool  # noqa: E402
 
 
-def where(mutant: str, xla: str | None) -> str:
-    """The part of `mutant` XLA's refusal points at (``line:column:``), else its start."""
-    found = re.match(r"(\d+):(\d+): ", xla or "")
+def where(mutant: str, refusal: str | None) -> str:
+    """The part of `mutant` a refusal points at (``line:column:``), else its start."""
+    found = re.match(r"(\d+):(\d+): ", refusal or "")
     if found is None:
         return mutant[:300]
     line, column = int(found.group(1)), int(found.group(2))
@@ -61,13 +61,13 @@ def main() -> None:
     for name, found in report.found.items():
         groups: dict[str, list[tuple[str, str | None, str | None, str]]] = defaultdict(list)
         for item in found:
-            groups[re.sub(r"^\d+:\d+: |\d+", "", item[2] or item[1] or "")[:90]].append(item)
+            groups[re.sub(r"^\d+:\d+: |\d+", "", item[2] or item[1] or "")[:90]].append(item)  # XLA's words first
         print(f"\n== {name}: {len(found)} in {len(groups)} groups")
         for key, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
             print(f"-- {len(items)}× {key}")
             for kind, ours, theirs, mutant in items[: args.show]:
                 print(f"   [{kind}] hloopt: {ours!r:.120} | xla: {theirs!r:.120}")
-                print(f"   {where(mutant, theirs)!r}")
+                print(f"   {where(mutant, theirs or ours)!r}")
 
 
 if __name__ == "__main__":

@@ -184,8 +184,8 @@ def mutants(texts: Sequence[str], count: int, seed: int) -> Iterator[tuple[str, 
 
 # ---- the two judges ---------------------------------------------------------------------------
 def hloopt_verdict(text: str) -> str | None:
-    """None if hloopt parses `text`; else its error's message, or `UNLOCATED` and the error when it is
-    not a located `HloParseError` inside the text."""
+    """None if hloopt parses `text`; else ``line:column: message`` of its error, or `UNLOCATED` and the
+    error when it is not a located `HloParseError` inside the text."""
     try:
         with time_bound(bound_for(len(text))):
             parse(text, "mutant.hlo")
@@ -193,7 +193,7 @@ def hloopt_verdict(text: str) -> str | None:
         where = err.location
         if where.filename != "mutant.hlo" or where.line < 1 or where.column < 1:
             return f"{UNLOCATED}: {err.render()}"
-        return err.message
+        return f"{where.line}:{where.column}: {err.message}"
     except (HloError, Hang, RecursionError) as err:
         return f"{UNLOCATED}: {type(err).__name__}: {err}"
     return None

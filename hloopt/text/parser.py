@@ -36,6 +36,7 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
+from hloopt.text.validation import split_top
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units
@@ -121,6 +122,10 @@ _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
 #: The blanks a COMPUTATION token starts with (the lexer would have skipped them as WS): matched,
 #: since `lstrip` would copy the whole token, megabytes of body, to count them.
 _BLANKS = re.compile(r"[ \t\f\r\n]*+")
+#: One parameter of a computation's signature: its name, `:` (XLA reads `(operand f32[2])` too) and its shape (group 1).
+_PARAMETER = re.compile(
+    r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?:[ \t\n\r]*:|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
+)
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -211,6 +216,7 @@ class _Builder(Transformer[Token, Module]):
 
     def signature(self, children: list[Token]) -> _Signature:
         token = children[0]  # in the whole text: signatures are never in a sub-parse
+        self._parse.check_parameter_list(str(token), int(token.start_pos or 0))
         return _Signature(_declared_result(token, int(token.end_pos or 0)))
 
     def instruction(self, children: list[Token]) -> Instruction:
@@ -392,6 +398,21 @@ class _Parse:
             if opening >= 0:
                 self._sub_parse(self.text[opening:end], "nested_arguments", opening)
         return self.error(offset, message)
+
+    def check_parameter_list(self, signature: str, offset: int) -> None:
+        """The ``(name: shape, …)`` of a computation's signature `signature` (at `offset`): XLA reads each
+        name and shape though only the result counts, so a shape it cannot read is refused here too."""
+        lead = len(signature) - len(signature.lstrip(" \t\n\r"))
+        inner = signature[lead + 1 : signature.rfind(")", 0, signature.rfind("->"))]
+        if not inner.strip():
+            return
+        at = offset + lead + 1
+        for part in split_top(inner):
+            match = _PARAMETER.fullmatch(part)
+            if match is None:
+                raise self.error(at + _BLANKS.match(part).end(), "expects a parameter `name: shape`")  # type: ignore[union-attr]
+            self.shapes.read(match.group(1), at + match.start(1))
+            at += len(part) + 1
 
     # -- instructions -------------------------------------------------------------
     def body(self, text: str, begin: int, base: int, computation: Computation) -> list[Instruction]:
@@ -747,6 +768,8 @@ class _Parse:
         start = at + name.start()  # `at`: where the blanks before the name start
         computation = self._open_computation(name.group(), start, is_entry)
         written = text[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
+        if written:
+            self.check_parameter_list(written, at + name.end())
         declared = _declared_result(written, at + name.end() + len(written)) if "->" in written else None
         return computation, start, declared, self.body(text, body_at, at, computation)
 

@@ -574,7 +574,10 @@ class _ShardingReader:
     tuple of them in braces. Refuses what XLA's ParseSharding refuses, with its words."""
 
     def __init__(self, value: str) -> None:
-        self.tokens = [m.group() for m in _SHARDING_TOKEN.finditer(value) if m.group(1) is None] + [""]
+        self.value = value
+        found = [m for m in _SHARDING_TOKEN.finditer(value) if m.group(1) is None]
+        self.tokens = [m.group() for m in found] + [""]
+        self.ends = [m.end() for m in found] + [len(value)]
         self.at = 0
 
     def peek(self) -> str:
@@ -670,14 +673,18 @@ class _ShardingReader:
             )
 
     def group(self) -> None:
-        """A balanced `{…}` (a metadata), read past."""
+        """A metadata `{…}` (or a list of them, not read further), checked as an instruction's."""
+        start = self.ends[self.at] - 1
         self.expect("{", "expected '{' to start sharding metadata")
+        listed = self.peek() == "{"
         depth = 1
         while depth:
             token = self.take()
             if token == "":
                 raise InvalidHlo("expected '}' to end sharding metadata", attribute="sharding")
             depth += {"{": 1, "}": -1}.get(token, 0)
+        if not listed:
+            _check_metadata(self.value[start : self.ends[self.at - 1]], "sharding")
 
 
 _INTEGER_TOKEN_RE = re.compile(r"-?[0-9]+")

@@ -61,5 +61,5 @@ def test_a_disagreement_is_found_and_classed() -> None:
     assert report.counts == {name: 1 for name in parity_fuzz.CLASSES}
     assert [found[0][3] for found in report.found.values()] == ["c", "d", "f"]
     assert parity_fuzz.hloopt_verdict("HloModule m\n\nENTRY e {\n  ROOT p = f32[\u0663] parameter(0)\n}\n") == (
-        "unexpected character U+0663 (outside strings and comments XLA reads ASCII only)"
+        "4:16: unexpected character U+0663 (outside strings and comments XLA reads ASCII only)"
     )
