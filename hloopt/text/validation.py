@@ -1140,7 +1140,7 @@ def check_value_syntax(key: str, value: str) -> None:
     if not pattern.fullmatch(text.strip(" \t\n\r")):
         raise InvalidHlo(f"{expected}, found {value}", attribute=key)
     for number in re.findall(_INTEGER_TOKEN, text):
-        if int(number) not in _INTEGER_RANGE:
+        if len(number) > 21 or int(number) not in _INTEGER_RANGE:  # the length first: int() of 5000 digits raises
             raise InvalidHlo(f"integer {number} is out of the 64-bit range", attribute=key)
 
 
