@@ -12,8 +12,10 @@ from pathlib import Path
 
 import parity_fuzz
 import pytest
+from test_error_cases import ERRORS, error_cases
 
-from hloopt.xla.bridge import IsolatedPool
+from hloopt.errors import HloError
+from hloopt.xla.bridge import IsolatedPool, canonical_in_subprocess
 
 pytestmark = pytest.mark.corpus
 #: Mutants per run: about a minute on two shared cores (XLA's half runs in two workers).
@@ -63,3 +65,12 @@ def test_a_disagreement_is_found_and_classed() -> None:
     assert parity_fuzz.hloopt_verdict("HloModule m\n\nENTRY e {\n  ROOT p = f32[\u0663] parameter(0)\n}\n") == (
         "4:16: unexpected character U+0663 (outside strings and comments XLA reads ASCII only)"
     )
+
+
+def test_xla_refuses_every_lexer_parity_case() -> None:
+    """The golden cases of what hloopt now refuses (tests/errors/lexer_parity.hlo) are refused by XLA too."""
+    cases = error_cases(ERRORS / "lexer_parity.hlo")
+    assert len(cases) >= 20
+    verdicts = canonical_in_subprocess([case.text for case in cases])
+    accepted = [case.label for case, verdict in zip(cases, verdicts) if not isinstance(verdict, HloError)]
+    assert not accepted
