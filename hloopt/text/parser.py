@@ -784,35 +784,25 @@ class _Parse:
 #: A character XLA's lexer refuses outside strings and comments: not printable ASCII, space, tab, CR or LF.
 #: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
 _FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
-#: What XLA's lexer reads past whole (strings and comments, where any character goes), a run of plain
-#: characters, or a foreign character (group 1).
+#: What XLA's lexer reads past whole (strings and comments, where any character goes), or a foreign
+#: character (group 1); plain characters match nothing, so `finditer` skips them at C speed.
 _LEXED = re.compile(
     r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
-    r"|[\x20-\x7e\t\n\r]|([^\x20-\x7e\t\n\r])"
+    r"|([^\x20-\x7e\t\n\r])"
 )
-_PLAIN_RUN = re.compile(r"[\t\n\r !#-&(-.0-~]++")
 
 
 def _foreign_character(text: str) -> int | None:
     """Where the first character XLA's lexer refuses stands outside a string or comment, if any.
 
     One C-speed search answers for the common text; only a text with some such character (in a
-    string, say: metadata may hold any) is walked token by token.
+    string, say: metadata may hold any) is walked, one string or comment at a time.
     """
     if _FOREIGN.search(text) is None:
         return None
-    position, end = 0, len(text)
-    while position < end:
-        run = _PLAIN_RUN.match(text, position)
-        if run is not None:
-            position = run.end()
-            if position >= end:
-                break
-        token = _LEXED.match(text, position)
-        assert token is not None  # its last two branches take any character
+    for token in _LEXED.finditer(text):
         if token.group(1) is not None:
-            return position
-        position = token.end()
+            return token.start()
     return None
 
 

@@ -690,13 +690,19 @@ class _ShardingReader:
 _INTEGER_TOKEN_RE = re.compile(r"-?[0-9]+")
 
 
+@lru_cache(maxsize=4096)
+def _check_sharding_syntax(value: str) -> None:
+    """`_ShardingReader` on `value`, once per distinct sharding (a module repeats a few)."""
+    _ShardingReader(value).sharding()
+
+
 def _check_sharding(instruction: Instruction) -> None:
     value = instruction.attributes.get("sharding")
     if not isinstance(value, str):
         return
     if "mesh" not in value:  # a mesh sharding (named axes) has a syntax of its own, not read here
         try:
-            _ShardingReader(value).sharding()
+            _check_sharding_syntax(value)
         except InvalidHlo as issue:
             raise _fail(instruction, issue.message, "sharding") from None
     for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
@@ -1129,9 +1135,11 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
 _INTEGER_RANGE = range(-(2**63), 2**64)
 
 
+@lru_cache(maxsize=4096)
 def check_value_syntax(key: str, value: str) -> None:
     """Refuse the value of a typed attribute that XLA's attribute parser would not read (`dimensions={}{0}`,
-    `index=+1`, `slice={[0x7f:3:1]}`); an attribute with no entry in the table is not checked here."""
+    `index=+1`, `slice={[0x7f:3:1]}`); an attribute with no entry in the table is not checked here.
+    Cached: values repeat from line to line (`index=0`, `dimensions={0}`), and a refusal is not cached."""
     syntax = _VALUE_SYNTAX.get(key)
     if syntax is None:
         return
