@@ -213,6 +213,8 @@ def xla_verdicts(texts: Sequence[str]) -> list[str | None]:
         try:
             canonical(text)
             verdicts.append(None)
+        except MemoryError:  # past WORKER_BYTES: no verdict, as a crash gives none
+            verdicts.append(f"{XLA_CRASH}: out of memory")
         except HloError as err:
             said = _XLA_SAID.search(str(err))
             verdicts.append(f"{said.group(1)}: {said.group(2)}" if said else str(err).splitlines()[0] or "refused")
