@@ -32,12 +32,12 @@ def where(mutant: str, refusal: str | None) -> str:
     if found is None:
         return mutant[:300]
     line, column = int(found.group(1)), int(found.group(2))
-    text = (mutant.split("\n") + [""])[line - 1]
+    text = [*mutant.split("\n"), ""][line - 1]
     return f"{line}:{column}: " + text[max(0, column - 80) : column + 40]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--mutants", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
@@ -54,8 +54,10 @@ def main() -> None:
             texts, args.mutants, args.seed, pool, (lambda *_: False) if args.all else parity_fuzz.allowed
         )
     seconds = time.perf_counter() - started
-    print(f"seeds: {len(texts)} corpus modules; mutants tried: {report.tried} in {seconds:.0f}s "
-          f"({report.tried / seconds:.0f}/s)")
+    print(
+        f"seeds: {len(texts)} corpus modules; mutants tried: {report.tried} in {seconds:.0f}s "
+        f"({report.tried / seconds:.0f}/s)"
+    )
     for name in sorted(report.counts, key=lambda n: (n not in parity_fuzz.CLASSES, n)):
         print(f"  {name:32} {report.counts[name]}")
     for name, found in report.found.items():

@@ -17,8 +17,8 @@ reach either parser (hloopt's reader refuses them first; `test_fuzz_parser.py` c
 from __future__ import annotations
 
 import random
-import resource
 import re
+import resource
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -89,7 +89,9 @@ def seeds(corpus: Path) -> list[str]:
     """The corpus modules XLA's index says parse, small enough to mutate fast, in name order."""
     rows = (corpus / "INDEX.tsv").read_text().splitlines()
     header = rows[0].split("\t")
-    parsed = {row["file"] for row in (dict(zip(header, r.split("\t"))) for r in rows[1:]) if row["parses_with_xla"] == "yes"}
+    parsed = {
+        row["file"] for row in (dict(zip(header, r.split("\t"))) for r in rows[1:]) if row["parses_with_xla"] == "yes"
+    }
     texts = []
     for path in sorted((corpus / "xla").glob("*.hlo")):
         if f"xla/{path.name}" in parsed and path.stat().st_size <= SEED_CHARS:
@@ -231,7 +233,7 @@ def xla_judge(pool: IsolatedPool, texts: Sequence[str], timeout: float = 60.0) -
         if not isinstance(answer, XlaCrash):
             verdicts += answer
             continue
-        for text, alone in zip(batch, pool.map(xla_verdicts, [([text],) for text in batch], timeout=timeout)):
+        for alone in pool.map(xla_verdicts, [([text],) for text in batch], timeout=timeout):
             verdicts.append(f"{XLA_CRASH}: {alone}" if isinstance(alone, XlaCrash) else alone[0])
     return verdicts
 

@@ -410,7 +410,7 @@ class _Parse:
         for part in split_top(inner):
             match = _PARAMETER.fullmatch(part)
             if match is None:
-                raise self.error(at + _BLANKS.match(part).end(), "expects a parameter `name: shape`")  # type: ignore[union-attr]
+                raise self.error(at + len(part) - len(part.lstrip(" \t\n\r")), "expects a parameter `name: shape`")
             self.shapes.read(match.group(1), at + match.start(1))
             at += len(part) + 1
 

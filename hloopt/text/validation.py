@@ -641,7 +641,9 @@ class _ShardingReader:
                     self.expect("[", "expected '[' to start sharding iota_reshape_dims")
                     self.integers("]", "sharding iota_reshape_dims")
                     if self.peek() == "(":
-                        raise InvalidHlo("expected 'T(' to start sharding devices iota_transpose_perm", "sharding")
+                        raise InvalidHlo(
+                            "expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding"
+                        )
                     if self.peek() == "T":
                         self.take()
                         self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")

@@ -95,7 +95,11 @@ REFUSED = [
         )
         for word in ("infinity", "info", "xnan", "x", "1-2", "e5")
     ),
-    ("f32[1500]", ending("é"), "3:4529: unexpected character U+00E9 (outside strings and comments XLA reads ASCII only)"),
+    (
+        "f32[1500]",
+        ending("é"),
+        "3:4529: unexpected character U+00E9 (outside strings and comments XLA reads ASCII only)",
+    ),
     (
         "f32[1500]",
         [*ending("-inf")[1:], "--inf"],
