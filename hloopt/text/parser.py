@@ -784,25 +784,39 @@ class _Parse:
 #: A character XLA's lexer refuses outside strings and comments: not printable ASCII, space, tab, CR or LF.
 #: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
 _FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
-#: What XLA's lexer reads past whole (strings and comments, where any character goes), or a foreign
-#: character (group 1); plain characters match nothing, so `finditer` skips them at C speed.
+#: What XLA's lexer reads past whole (strings and comments, where any character goes), the start of a
+#: `backend_config={` (group 1: XLA reads that value as raw JSON), or a foreign character (group 2);
+#: plain characters match nothing, so `search` skips them at C speed.
 _LEXED = re.compile(
     r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
-    r"|([^\x20-\x7e\t\n\r])"
+    r"|(backend_config=\{)|([^\x20-\x7e\t\n\r])"
 )
+#: Inside a JSON value: a string, or a brace (group 1).
+_JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 
 
 def _foreign_character(text: str) -> int | None:
-    """Where the first character XLA's lexer refuses stands outside a string or comment, if any.
+    """Where the first character XLA's lexer refuses stands outside a string, comment or JSON
+    `backend_config`, if any.
 
     One C-speed search answers for the common text; only a text with some such character (in a
     string, say: metadata may hold any) is walked, one string or comment at a time.
     """
     if _FOREIGN.search(text) is None:
         return None
-    for token in _LEXED.finditer(text):
-        if token.group(1) is not None:
+    token = _LEXED.search(text)
+    while token is not None:
+        if token.group(2) is not None:
             return token.start()
+        position = token.end()
+        if token.group(1) is not None:  # past the JSON's closing brace (or to the end, if none)
+            depth, part = 1, _JSON_PART.search(text, position)
+            while depth and part is not None:
+                depth += {"{": 1, "}": -1}.get(part.group(1) or "", 0)
+                position, part = part.end(), _JSON_PART.search(text, part.end())
+            if depth:
+                return None
+        token = _LEXED.search(text, position)
     return None
 
 

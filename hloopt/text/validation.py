@@ -554,6 +554,9 @@ def _check_compare(instruction: Instruction) -> None:
             raise _fail(instruction, "compare takes order= or type=, not both", "order")
         if order not in ("TOTAL", "PARTIAL"):
             raise _fail(instruction, f"expects order=TOTAL or order=PARTIAL, but sees {order}", "order")
+    kind = instruction.attributes.get("type")
+    if isinstance(kind, str) and kind not in ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"):
+        raise _fail(instruction, f"expects comparison type but sees: {kind}", "type")
     direction = instruction.attributes.get("direction")
     if isinstance(direction, str) and direction.upper() not in _DIRECTIONS:
         raise _fail(instruction, f"unknown comparison direction {direction}", "direction")
@@ -635,6 +638,8 @@ class _ShardingReader:
                 self.integer("device= attribute must be an integer")
             elif token == "devices=":
                 self.expect("[", "expected '[' to start sharding devices shape")
+                if self.peek() == "]":
+                    raise InvalidHlo("expects integer", attribute="sharding")
                 self.integers("]", "sharding devices shape")
                 if self.peek() == "<=":
                     self.take()
@@ -1124,6 +1129,10 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     "kind": (re.compile("kLoop|kInput|kOutput|kCustom"), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
     "distribution": (re.compile("rng_uniform|rng_normal"), "expects random distribution rng_uniform or rng_normal"),
     "fft_type": (re.compile("FFT|IFFT|RFFT|IRFFT"), "expects fft type FFT, IFFT, RFFT or IRFFT"),
+    "dim_labels": (
+        re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}"),
+        "expects dim labels pattern, e.g., 'bf0_0io->0bf'",
+    ),
     "slice": (
         re.compile(rf"\{{{_W}(?:{_SLICE_RANGE}{_W}(?:,{_W}{_SLICE_RANGE}{_W})*)?\}}"),
         "expects slice ranges, e.g. {[0:2], [1:4:2]}",
