@@ -18,7 +18,7 @@ from typing import Any
 
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
-from hloopt.ir.opcodes import ASYNC_WRAPPERS, allowed_attributes, base_opcode, required_attributes
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, BY_NAME, allowed_attributes, base_opcode, required_attributes
 from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
 
@@ -178,10 +178,13 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
     if missing:
         return _Plan((partial(_refuse, f"attribute {missing[0]} is expected but not seen", None),), False, (), ())
     own = suffix in (None, "-start")  # an op's own checks: on it, and on the sugar start that wraps it
+    arity = BY_NAME[base].arity if suffix is None else None
     first: list[Callable[[Instruction], None]] = (
         [_check_parameter_replication] if "parameter_replication" in keys else []
     )
     first.extend(_CHECKS.get(base, ()) if own else ())
+    if arity is not None:  # after the opcode's own, which say more (`reshape` without its operand)
+        first.append(partial(_check_arity, arity=arity))
     then = [partial(_check_value_syntax, key=key) for key in keys if key in _VALUE_SYNTAX]
     then += [check for key, check in _KEYED_CHECKS if key in keys]
     if base in ASYNC_WRAPPERS or suffix is not None:
@@ -190,6 +193,12 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
         then.append(_check_result_accuracy)
     maps = tuple(key for key in keys if key in _MAP_CHECKS)  # in text order, as XLA's parser reads them
     return _Plan(tuple(first), own and base == "custom-call", tuple(then), maps)
+
+
+def _check_arity(instruction: Instruction, arity: int) -> None:
+    """An opcode with a fixed operand count gets that many, as XLA's parser requires."""
+    if len(instruction.operands) != arity:
+        raise _fail(instruction, f"expects {arity} operands, but has {len(instruction.operands)} operands")
 
 
 def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, checked_maps: set[tuple[str, str]]) -> None:
@@ -1043,6 +1052,8 @@ _INTEGER_TOKEN = r"-?[0-9]+"
 _INTEGERS = rf"(?:{_INTEGER_TOKEN}{_W}(?:,{_W}{_INTEGER_TOKEN}{_W})*)?"
 _BRACED_INTEGERS = rf"\{{{_W}{_INTEGERS}\}}"
 _SLICE_RANGE = rf"\[{_W}{_INTEGER_TOKEN}{_W}:{_W}{_INTEGER_TOKEN}{_W}(?::{_W}{_INTEGER_TOKEN}{_W})?\]"
+_NON_NEGATIVES = r"(?:[0-9]+[ \t\n\r]*(?:,[ \t\n\r]*[0-9]+[ \t\n\r]*)*)?"
+_ALIASING = rf"\{{{_W}{_NON_NEGATIVES}\}}{_W}:{_W}\({_W}-?[0-9]+{_W},{_W}\{{{_W}{_NON_NEGATIVES}\}}{_W}\)"
 #: Value syntaxes of typed attributes, as XLA's attribute parser reads them: (pattern, what XLA expects).
 _INTEGER_VALUE = (re.compile(_INTEGER_TOKEN), "expects integer")
 _BOOL_VALUE = (re.compile("true|false"), "expects true or false")
@@ -1129,6 +1140,10 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     "kind": (re.compile("kLoop|kInput|kOutput|kCustom"), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
     "distribution": (re.compile("rng_uniform|rng_normal"), "expects random distribution rng_uniform or rng_normal"),
     "fft_type": (re.compile("FFT|IFFT|RFFT|IRFFT"), "expects fft type FFT, IFFT, RFFT or IRFFT"),
+    "output_to_operand_aliasing": (
+        re.compile(rf"\{{{_W}(?:{_ALIASING}{_W}(?:,{_W}{_ALIASING}{_W})*)?\}}"),
+        "expects output_to_operand_aliasing, e.g. {{}: (0, {})}",
+    ),
     "dim_labels": (
         re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}"),
         "expects dim labels pattern, e.g., 'bf0_0io->0bf'",
