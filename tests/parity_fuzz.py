@@ -325,7 +325,30 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
         "when a digit or `:` follows)",
         lambda mutant, ours, theirs: theirs is None and re.search(r"\]\{[0-9, ]*-[0-9]", mutant) is not None,
     ),
+    (
+        "XLA refuses with no words at all (`Syntax error when trying to parse the text as a HloModule:` and "
+        "nothing after): it names no place and no rule, so there is nothing yet to follow",
+        lambda mutant, ours, theirs: ours is None and (theirs or "").endswith("parse the text as a HloModule:"),
+    ),
+    (
+        "the values hloopt keeps as text and XLA parses whole: `origin_recovery_table` (a module in a string), a "
+        "quoted `backend_config` XLA reads as JSON, `domain` (its kind and shardings)",
+        lambda mutant, ours, theirs: (
+            ours is None
+            and (
+                re.search(r"error parsing attribute (origin_recovery_table|backend_config)|domain kind", theirs or "")
+                is not None
+                or "domain=" in xla_line(mutant, theirs)
+            )
+        ),
+    ),
 )
+
+
+def xla_line(mutant: str, theirs: str | None) -> str:
+    """The line of `mutant` XLA's refusal points at (``line:column: …``), else ""."""
+    found = re.match(r"(\d+):\d+: ", theirs or "")
+    return "" if found is None else [*mutant.split("\n"), ""][int(found.group(1)) - 1]
 
 
 def allowed(mutant: str, ours: str | None, theirs: str | None) -> bool:

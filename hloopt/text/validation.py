@@ -195,6 +195,14 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
     return _Plan(tuple(first), own and base == "custom-call", tuple(then), maps)
 
 
+def _check_tuple(instruction: Instruction) -> None:
+    """A tuple written with its shape gets one operand per element (XLA's parser counts them)."""
+    shape = instruction.shape
+    if isinstance(shape, TupleShape) and len(instruction.operands) != len(shape.elements):
+        count, given = len(shape.elements), len(instruction.operands)
+        raise _fail(instruction, f"expects {count} operands, but has {given} operands")
+
+
 def _check_arity(instruction: Instruction, arity: int) -> None:
     """An opcode with a fixed operand count gets that many, as XLA's parser requires."""
     if len(instruction.operands) != arity:
@@ -604,18 +612,22 @@ class _ShardingReader:
         if self.take() != token:
             raise InvalidHlo(message, attribute="sharding")
 
-    def integer(self, message: str = "expects integer") -> None:
-        if not _INTEGER_TOKEN_RE.fullmatch(self.take()):
+    def integer(self, message: str = "expects integer") -> int:
+        token = self.take()
+        if not _INTEGER_TOKEN_RE.fullmatch(token):
             raise InvalidHlo(message, attribute="sharding")
+        return int(token)
 
-    def integers(self, end: str, what: str) -> None:
+    def integers(self, end: str, what: str) -> list[int]:
         """``int (, int)*`` then `end` (an empty list too)."""
+        found = []
         if self.peek() != end:
-            self.integer()
+            found.append(self.integer())
             while self.peek() == ",":
                 self.take()
-                self.integer()
+                found.append(self.integer())
         self.expect(end, f"expected '{end}' to end {what}")
+        return found
 
     def sharding(self) -> None:
         self.expect("{", "expected '{' to start sharding attribute")
@@ -653,7 +665,7 @@ class _ShardingReader:
                 if self.peek() == "<=":
                     self.take()
                     self.expect("[", "expected '[' to start sharding iota_reshape_dims")
-                    self.integers("]", "sharding iota_reshape_dims")
+                    rank = len(self.integers("]", "sharding iota_reshape_dims"))
                     if self.peek() == "(":
                         raise InvalidHlo(
                             "expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding"
@@ -661,7 +673,11 @@ class _ShardingReader:
                     if self.peek() == "T":
                         self.take()
                         self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")
-                        self.integers(")", "sharding devices iota_transpose_perm")
+                        if any(not 0 <= p < rank for p in self.integers(")", "sharding devices iota_transpose_perm")):
+                            raise InvalidHlo(
+                                f"Out of range iota minor_to_major value, expecting value in range [0, {rank})",
+                                attribute="sharding",
+                            )
                 else:
                     self.integer()
                     while self.peek() == ",":
@@ -1283,6 +1299,7 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "reduce-window": (lambda i: _require_operands(i, 2), _check_window),
     "select-and-scatter": (_check_window,),
     "compare": (_check_compare,),
+    "tuple": (_check_tuple,),
     "send-done": (_check_channel_done,),
     "recv-done": (_check_channel_done,),
 }
