@@ -785,19 +785,20 @@ class _Parse:
 #: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
 _FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
 #: What XLA's lexer reads past whole (strings and comments, where any character goes), the start of a
-#: `backend_config={` (group 1: XLA reads that value as raw JSON), or a foreign character (group 2);
+#: `backend_config={` or `frontend_attributes={` (group 1: XLA reads a JSON config, and a frontend
+#: attribute's braced value, as raw text), or a foreign character (group 2);
 #: plain characters match nothing, so `search` skips them at C speed.
 _LEXED = re.compile(
     r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
-    r"|(backend_config=\{)|([^\x20-\x7e\t\n\r])"
+    r"|((?:backend_config|frontend_attributes)=\{)|([^\x20-\x7e\t\n\r])"
 )
 #: Inside a JSON value: a string, or a brace (group 1).
 _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 
 
 def _foreign_character(text: str) -> int | None:
-    """Where the first character XLA's lexer refuses stands outside a string, comment or JSON
-    `backend_config`, if any.
+    """Where the first character XLA's lexer refuses stands outside a string, a comment, a JSON
+    `backend_config` or the `frontend_attributes`, if any.
 
     One C-speed search answers for the common text; only a text with some such character (in a
     string, say: metadata may hold any) is walked, one string or comment at a time.
