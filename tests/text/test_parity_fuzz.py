@@ -14,6 +14,7 @@ import parity_fuzz
 import pytest
 from test_error_cases import ERRORS, error_cases
 
+import hloopt
 from hloopt.errors import HloError
 from hloopt.xla.bridge import IsolatedPool, canonical_in_subprocess
 
@@ -74,3 +75,36 @@ def test_xla_refuses_every_lexer_parity_case() -> None:
     verdicts = canonical_in_subprocess([case.text for case in cases])
     accepted = [case.label for case, verdict in zip(cases, verdicts) if not isinstance(verdict, HloError)]
     assert not accepted
+
+
+def _entry(*lines: str) -> str:
+    return "\n".join(["HloModule m", "", "ENTRY e {", *(f"  {line}" for line in lines), "}", ""])
+
+
+#: Texts hloopt once refused that XLA reads: the refusals the fuzzer found the other way round.
+ACCEPTED_BY_XLA = {
+    "an empty operand": _entry("a = f32[] parameter(0)", "ROOT s = f32[] add(a,,a)"),
+    "an empty operand list with a comma": _entry("ROOT t = () tuple(,)"),
+    "a trailing comma among operands": _entry("a = f32[] parameter(0)", "ROOT s = f32[] add(a, a,)"),
+    "any character in a JSON backend_config": _entry(
+        'ROOT c = f32[] custom-call(), custom_call_target="x", backend_config={"k":{"v":"\u00e9"} \u00e9}'
+    ),
+    "any character in a frontend attribute's braces": _entry(
+        "ROOT p = f32[] parameter(0), frontend_attributes={x={n = 1 : \u0131}}"
+    ),
+    "a signature parameter without its colon": (
+        "HloModule m\n\nENTRY %e (p f32[2]) -> f32[2] {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    ),
+    "-0 as a dimension and a parameter number": _entry("ROOT p = f32[-0] parameter(-0)"),
+}
+
+
+@pytest.mark.parametrize("text", ACCEPTED_BY_XLA.values(), ids=ACCEPTED_BY_XLA.keys())
+def test_hloopt_reads_what_xla_reads(text: str) -> None:
+    hloopt.parse(text)
+
+
+def test_xla_reads_every_text_hloopt_now_reads() -> None:
+    verdicts = canonical_in_subprocess(list(ACCEPTED_BY_XLA.values()))
+    refused = [name for name, verdict in zip(ACCEPTED_BY_XLA, verdicts) if isinstance(verdict, HloError)]
+    assert not refused
