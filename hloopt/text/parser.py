@@ -35,6 +35,7 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
+from hloopt.text.validation import split_top
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units
@@ -98,11 +99,12 @@ def check_name(name: str, written: str, offset: int, error: Callable[[int, str],
         raise error(offset, f"illegal instruction name: {name}; suggest renaming to: {name}_")
 
 
-#: The common instruction, canonical text without comments: `ROOT %name = type[dims]{layout} opcode(`,
+#: The common instruction, canonical text without comments: `ROOT %name = type[dims]{layout} opcode(`
+#: (a bare name not against its `=`: see the grammar's _INSTRUCTION_NAME),
 #: then arguments with no parentheses, strings or nested brackets, then `)`. Where it matches, the
 #: grammar's HEAD and ARGS match the same spans (they allow more); elsewhere the splitter reads the line.
 _CANONICAL = re.compile(
-    r"\s*+((ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
+    r"\s*+((ROOT\s+)?(?=%|[A-Za-z_][A-Za-z0-9_.\-]*+[^=])%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
     r"([a-z][a-z0-9]*\[[^\[\]{}()]*\](?:\{[0-9:][^{}()]*\})?)\s+([a-z][a-z0-9\-]*)\()"
     r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*\]|\{[^{}()\[\]\"'/]*\})*+)\)"
 )
@@ -119,6 +121,10 @@ _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
 #: The blanks a COMPUTATION token starts with (the lexer would have skipped them as WS): matched,
 #: since `lstrip` would copy the whole token, megabytes of body, to count them.
 _BLANKS = re.compile(r"[ \t\f\r\n]*+")
+#: One parameter of a computation's signature: its name, `:` (XLA reads `(operand f32[2])` too) and its shape (group 1).
+_PARAMETER = re.compile(
+    r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?:[ \t\n\r]*:|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
+)
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -209,6 +215,7 @@ class _Builder(Transformer[Token, Module]):
 
     def signature(self, children: list[Token]) -> _Signature:
         token = children[0]  # in the whole text: signatures are never in a sub-parse
+        self._parse.check_parameter_list(str(token), int(token.start_pos or 0))
         return _Signature(_declared_result(token, int(token.end_pos or 0)))
 
     def instruction(self, children: list[Token]) -> Instruction:
@@ -390,6 +397,21 @@ class _Parse:
             if opening >= 0:
                 self._sub_parse(self.text[opening:end], "nested_arguments", opening)
         return self.error(offset, message)
+
+    def check_parameter_list(self, signature: str, offset: int) -> None:
+        """The ``(name: shape, …)`` of a computation's signature `signature` (at `offset`): XLA reads each
+        name and shape though only the result counts, so a shape it cannot read is refused here too."""
+        lead = len(signature) - len(signature.lstrip(" \t\n\r"))
+        inner = signature[lead + 1 : signature.rfind(")", 0, signature.rfind("->"))]
+        if not inner.strip():
+            return
+        at = offset + lead + 1
+        for part in split_top(inner):
+            match = _PARAMETER.fullmatch(part)
+            if match is None:
+                raise self.error(at + len(part) - len(part.lstrip(" \t\n\r")), "expects a parameter `name: shape`")
+            self.shapes.read(match.group(1), at + match.start(1))
+            at += len(part) + 1
 
     # -- instructions -------------------------------------------------------------
     def body(self, text: str, begin: int, base: int, computation: Computation) -> list[Instruction]:
@@ -745,6 +767,8 @@ class _Parse:
         start = at + name.start()  # `at`: where the blanks before the name start
         computation = self._open_computation(name.group(), start, is_entry)
         written = text[name.end() : body_at].rstrip()  # the signature, after the blanks the lexer skips
+        if written:
+            self.check_parameter_list(written, at + name.end())
         declared = _declared_result(written, at + name.end() + len(written)) if "->" in written else None
         return computation, start, declared, self.body(text, body_at, at, computation)
 
@@ -754,6 +778,46 @@ class _Parse:
         if header is None:
             return self.assembly.module(None, [], stack_frames)
         return self.assembly.module(header.name, header.attributes, stack_frames)
+
+
+#: A character XLA's lexer refuses outside strings and comments: not printable ASCII, space, tab, CR or LF.
+#: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
+_FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
+#: What XLA's lexer reads past whole (strings and comments, where any character goes), the start of a
+#: `backend_config={` or `frontend_attributes={` (group 1: XLA reads a JSON config, and a frontend
+#: attribute's braced value, as raw text), or a foreign character (group 2);
+#: plain characters match nothing, so `search` skips them at C speed.
+_LEXED = re.compile(
+    r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
+    r"|((?:backend_config|frontend_attributes)=\{)|([^\x20-\x7e\t\n\r])"
+)
+#: Inside a JSON value: a string, or a brace (group 1).
+_JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
+
+
+def _foreign_character(text: str) -> int | None:
+    """Where the first character XLA's lexer refuses stands outside a string, a comment, a JSON
+    `backend_config` or the `frontend_attributes`, if any.
+
+    One C-speed search answers for the common text; only a text with some such character (in a
+    string, say: metadata may hold any) is walked, one string or comment at a time.
+    """
+    if _FOREIGN.search(text) is None:
+        return None
+    token = _LEXED.search(text)
+    while token is not None:
+        if token.group(2) is not None:
+            return token.start()
+        position = token.end()
+        if token.group(1) is not None:  # past the JSON's closing brace (or to the end, if none)
+            depth, part = 1, _JSON_PART.search(text, position)
+            while depth and part is not None:
+                depth += {"{": 1, "}": -1}.get(part.group(1) or "", 0)
+                position, part = part.end(), _JSON_PART.search(text, part.end())
+            if depth:
+                return None
+        token = _LEXED.search(text, position)
+    return None
 
 
 def parse(text: str, filename: str = "<string>", *, callees_first: bool = False) -> Module:
@@ -766,6 +830,10 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
+    foreign = _foreign_character(text)
+    if foreign is not None:
+        message = f"unexpected character U+{ord(text[foreign]):04X} (outside strings and comments XLA reads ASCII only)"
+        raise parse_error_at(text, foreign, filename, message)
     try:
         try:
             return cast(Module, _lark_for(_Parse(text, filename, callees_first)).parse(text, start="start"))

@@ -19,8 +19,8 @@ from hloopt.ir.shape import UNBOUNDED, ArrayShape, Layout, Shape, TupleShape, de
 from hloopt.text.layout_tail import read_layout_tail
 
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\s*\})?")
-#: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here.
-SIZE = re.compile(r"\d{1,18}")
+#: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here (``-0`` is 0 to XLA).
+SIZE = re.compile(r"[0-9]{1,18}|-0{1,18}")
 
 #: Builds the located error for a message at an offset of the source.
 ErrorAt = Callable[[int, str], HloParseError]
@@ -100,8 +100,8 @@ class ShapeReader:
     def _layout(self, layout_text: str, rank: int, text: str, offset: int) -> Layout:
         """The layout `layout_text` of shape `text`, written at `offset`."""
         order_text, _, tail = layout_text.partition(":")
-        parts = [p for p in order_text.replace(" ", "").split(",") if p]
-        if not all(SIZE.fullmatch(p) for p in parts):
+        parts = [p.strip() for p in order_text.split(",")] if order_text.strip() else []
+        if not all(SIZE.fullmatch(p) for p in parts):  # an empty entry (`{1,,0}`) too, as XLA
             raise self._error(offset, f"expects a layout of dimension numbers, found {{{layout_text[:60]}}}")
         order = tuple(int(p) for p in parts)
         if len(order) != rank:

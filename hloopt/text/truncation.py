@@ -209,7 +209,7 @@ class Units:
                 "COMMENT",
             )
         )
-        gap = f"(?:{space}|{comment})*"
+        gap = f"(?:{space}|{comment})*+"  # possessive: a run of blanks before a failure must not backtrack 2^n ways
         frame = f"(?:{keyword}|{integer}{gap}(?:{string}|{group})?)"
         top = (
             f"{gap}(?:{attr}{gap})*"

@@ -18,7 +18,7 @@ from typing import Any
 
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
-from hloopt.ir.opcodes import ASYNC_WRAPPERS, allowed_attributes, base_opcode, required_attributes
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, BY_NAME, allowed_attributes, base_opcode, required_attributes
 from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
 
@@ -60,7 +60,10 @@ _API_VERSIONS = {
 _DIRECTIONS = {"EQ", "NE", "GE", "GT", "LE", "LT"}
 _INT = re.compile(r"-?\d{1,18}")
 _BOOL_LIST = re.compile(r"\{\s*(?:(?:true|false)\s*(?:,\s*(?:true|false)\s*)*)?\}")
-_PADDING = re.compile(r"-?\d+_-?\d+(_\d+)?(x-?\d+_-?\d+(_\d+)?)*")
+#: XLA's blanks between tokens (after `parse` has refused any other character outside strings).
+_W = r"[ \t\n\r]*"
+_PADDING_TEXT = r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*"
+_PADDING = re.compile(_PADDING_TEXT)
 _SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
 _ALIAS_ENTRY = re.compile(
     rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
@@ -80,6 +83,8 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
         if key not in MODULE_ATTRIBUTES:
             allowed = ", ".join(sorted(MODULE_ATTRIBUTES))
             raise InvalidHlo(f'unexpected module attribute "{key}". Allowed attributes: {allowed}', attribute=key)
+    for key, value in module.attributes.items():
+        check_value_syntax(key, value)
     for key in ("input_output_alias", "buffer_donor"):
         if key in module.attributes:
             _check_alias_list(module.attributes[key], key)
@@ -88,7 +93,13 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
     checked_shapes: set[int] = set()
     checked_maps: set[tuple[str, str]] = set()
     for computation in module.computations:
+        numbers: set[int] = set()
         for instruction in computation.instructions:
+            number = instruction.parameter_number
+            if number is not None:
+                if number in numbers:
+                    raise _fail(instruction, f"Duplicate parameter number {number}")
+                numbers.add(number)
             shape = instruction.shape
             if shape is not None and id(shape) not in checked_shapes:
                 _check_shape(instruction, shape)
@@ -167,17 +178,35 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
     if missing:
         return _Plan((partial(_refuse, f"attribute {missing[0]} is expected but not seen", None),), False, (), ())
     own = suffix in (None, "-start")  # an op's own checks: on it, and on the sugar start that wraps it
+    arity = BY_NAME[base].arity if suffix is None else None
     first: list[Callable[[Instruction], None]] = (
         [_check_parameter_replication] if "parameter_replication" in keys else []
     )
     first.extend(_CHECKS.get(base, ()) if own else ())
-    then = [check for key, check in _KEYED_CHECKS if key in keys]
+    if arity is not None:  # after the opcode's own, which say more (`reshape` without its operand)
+        first.append(partial(_check_arity, arity=arity))
+    then = [partial(_check_value_syntax, key=key) for key in keys if key in _VALUE_SYNTAX]
+    then += [check for key, check in _KEYED_CHECKS if key in keys]
     if base in ASYNC_WRAPPERS or suffix is not None:
         then.append(partial(_check_async, base=base, suffix=suffix))
     if "result_accuracy" in keys:
         then.append(_check_result_accuracy)
     maps = tuple(key for key in keys if key in _MAP_CHECKS)  # in text order, as XLA's parser reads them
     return _Plan(tuple(first), own and base == "custom-call", tuple(then), maps)
+
+
+def _check_tuple(instruction: Instruction) -> None:
+    """A tuple written with its shape gets one operand per element (XLA's parser counts them)."""
+    shape = instruction.shape
+    if isinstance(shape, TupleShape) and len(instruction.operands) != len(shape.elements):
+        count, given = len(shape.elements), len(instruction.operands)
+        raise _fail(instruction, f"expects {count} operands, but has {given} operands")
+
+
+def _check_arity(instruction: Instruction, arity: int) -> None:
+    """An opcode with a fixed operand count gets that many, as XLA's parser requires."""
+    if len(instruction.operands) != arity:
+        raise _fail(instruction, f"expects {arity} operands, but has {len(instruction.operands)} operands")
 
 
 def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, checked_maps: set[tuple[str, str]]) -> None:
@@ -542,15 +571,172 @@ def _check_compare(instruction: Instruction) -> None:
             raise _fail(instruction, "compare takes order= or type=, not both", "order")
         if order not in ("TOTAL", "PARTIAL"):
             raise _fail(instruction, f"expects order=TOTAL or order=PARTIAL, but sees {order}", "order")
+    kind = instruction.attributes.get("type")
+    if isinstance(kind, str) and kind not in ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"):
+        raise _fail(instruction, f"expects comparison type but sees: {kind}", "type")
     direction = instruction.attributes.get("direction")
     if isinstance(direction, str) and direction.upper() not in _DIRECTIONS:
         raise _fail(instruction, f"unknown comparison direction {direction}", "direction")
+
+
+#: A token of a sharding: blanks and comments (group 1, skipped), a string, `<=`, a name (with its `=`: an
+#: attribute name, as XLA's lexer reads it), an integer, or one other character.
+_SHARDING_TOKEN = re.compile(
+    r'([ \t\n\r]+|/\*(?:[^*]|\*(?!/))*\*/)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<='
+    r"|[A-Za-z_][A-Za-z0-9_.\-]*=?|-?[0-9]+|[\s\S]"
+)
+_SHARDING_KEYWORDS = frozenset({"maximal", "replicated", "manual", "unknown", "unreduced", "last_tile_dim_replicate"})
+
+
+class _ShardingReader:
+    """XLA's classic sharding syntax, read token by token: ``{replicated}``, ``{maximal device=0}``,
+    ``{devices=[2,2]0,1,2,3 last_tile_dim_replicate metadata={…}}``, ``{devices=[4]<=[2,2]T(1,0)}``, and a
+    tuple of them in braces. Refuses what XLA's ParseSharding refuses, with its words."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        found = [m for m in _SHARDING_TOKEN.finditer(value) if m.group(1) is None]
+        self.tokens = [m.group() for m in found] + [""]
+        self.ends = [m.end() for m in found] + [len(value)]
+        self.at = 0
+
+    def peek(self) -> str:
+        return self.tokens[self.at]
+
+    def take(self) -> str:
+        token = self.tokens[self.at]
+        self.at += min(1, len(self.tokens) - 1 - self.at)
+        return token
+
+    def expect(self, token: str, message: str) -> None:
+        if self.take() != token:
+            raise InvalidHlo(message, attribute="sharding")
+
+    def integer(self, message: str = "expects integer") -> int:
+        token = self.take()
+        if not _INTEGER_TOKEN_RE.fullmatch(token):
+            raise InvalidHlo(message, attribute="sharding")
+        return int(token)
+
+    def integers(self, end: str, what: str) -> list[int]:
+        """``int (, int)*`` then `end` (an empty list too)."""
+        found = []
+        if self.peek() != end:
+            found.append(self.integer())
+            while self.peek() == ",":
+                self.take()
+                found.append(self.integer())
+        self.expect(end, f"expected '{end}' to end {what}")
+        return found
+
+    def sharding(self) -> None:
+        self.expect("{", "expected '{' to start sharding attribute")
+        if self.peek() == "}":
+            self.take()
+        elif self.peek() == "{":
+            while True:
+                self.expect("{", "expected '{' to start sharding attribute")
+                self.single()
+                if self.peek() != ",":
+                    break
+                self.take()
+            self.expect("}", "expected '}' to end sharding attribute")
+        else:
+            self.single()
+        if self.peek() != "":
+            raise InvalidHlo("expects the sharding to end", attribute="sharding")
+
+    def single(self) -> None:
+        """One sharding after its `{`, up to and with its `}`."""
+        seen: set[str] = set()
+        while (token := self.take()) != "}":
+            seen.add(token)
+            if token in _SHARDING_KEYWORDS:
+                continue
+            if token in ("shard_as", "shard_like"):
+                self.integer()
+            elif token == "device=":
+                self.integer("device= attribute must be an integer")
+            elif token == "devices=":
+                self.expect("[", "expected '[' to start sharding devices shape")
+                if self.peek() == "]":
+                    raise InvalidHlo("expects integer", attribute="sharding")
+                self.integers("]", "sharding devices shape")
+                if self.peek() == "<=":
+                    self.take()
+                    self.expect("[", "expected '[' to start sharding iota_reshape_dims")
+                    rank = len(self.integers("]", "sharding iota_reshape_dims"))
+                    if self.peek() == "(":
+                        raise InvalidHlo(
+                            "expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding"
+                        )
+                    if self.peek() == "T":
+                        self.take()
+                        self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")
+                        if any(not 0 <= p < rank for p in self.integers(")", "sharding devices iota_transpose_perm")):
+                            raise InvalidHlo(
+                                f"Out of range iota minor_to_major value, expecting value in range [0, {rank})",
+                                attribute="sharding",
+                            )
+                else:
+                    self.integer()
+                    while self.peek() == ",":
+                        self.take()
+                        self.integer()
+            elif token == "metadata=":
+                self.group()
+            elif token == "last_tile_dims=":
+                self.expect("{", "expected '{' to start last_tile_dims")
+                while self.peek() not in ("}", ""):
+                    self.take()
+                self.expect("}", "expected '}' to end last_tile_dims")
+            elif token.endswith("="):
+                raise InvalidHlo(
+                    "unknown attribute in sharding: expected device=, devices= metadata= or last_tile_dims=",
+                    attribute="sharding",
+                )
+            else:
+                raise InvalidHlo("unexpected token", attribute="sharding")
+        if "maximal" in seen and "device=" not in seen:
+            raise InvalidHlo("maximal shardings should have exactly one device assigned", attribute="sharding")
+        if not seen & {"maximal", "replicated", "manual", "unknown", "unreduced", "devices=", "shard_as", "shard_like"}:
+            raise InvalidHlo(
+                "non-maximal shardings must have a tile assignment list including dimensions", attribute="sharding"
+            )
+
+    def group(self) -> None:
+        """A metadata `{…}` (or a list of them, not read further), checked as an instruction's."""
+        start = self.ends[self.at] - 1
+        self.expect("{", "expected '{' to start sharding metadata")
+        listed = self.peek() == "{"
+        depth = 1
+        while depth:
+            token = self.take()
+            if token == "":
+                raise InvalidHlo("expected '}' to end sharding metadata", attribute="sharding")
+            depth += {"{": 1, "}": -1}.get(token, 0)
+        if not listed:
+            _check_metadata(self.value[start : self.ends[self.at - 1]], "sharding")
+
+
+_INTEGER_TOKEN_RE = re.compile(r"-?[0-9]+")
+
+
+@lru_cache(maxsize=4096)
+def _check_sharding_syntax(value: str) -> None:
+    """`_ShardingReader` on `value`, once per distinct sharding (a module repeats a few)."""
+    _ShardingReader(value).sharding()
 
 
 def _check_sharding(instruction: Instruction) -> None:
     value = instruction.attributes.get("sharding")
     if not isinstance(value, str):
         return
+    if "mesh" not in value:  # a mesh sharding (named axes) has a syntax of its own, not read here
+        try:
+            _check_sharding_syntax(value)
+        except InvalidHlo as issue:
+            raise _fail(instruction, issue.message, "sharding") from None
     for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
         product = math.prod(_dims(tiles))
         if devices.startswith("<="):
@@ -878,6 +1064,145 @@ def _check_origin(value: str, key: str) -> None:
         raise fail("expects the attribute to end")
 
 
+_INTEGER_TOKEN = r"-?[0-9]+"
+_INTEGERS = rf"(?:{_INTEGER_TOKEN}{_W}(?:,{_W}{_INTEGER_TOKEN}{_W})*)?"
+_BRACED_INTEGERS = rf"\{{{_W}{_INTEGERS}\}}"
+_SLICE_RANGE = rf"\[{_W}{_INTEGER_TOKEN}{_W}:{_W}{_INTEGER_TOKEN}{_W}(?::{_W}{_INTEGER_TOKEN}{_W})?\]"
+_NON_NEGATIVES = r"(?:[0-9]+[ \t\n\r]*(?:,[ \t\n\r]*[0-9]+[ \t\n\r]*)*)?"
+_ALIASING = rf"\{{{_W}{_NON_NEGATIVES}\}}{_W}:{_W}\({_W}-?[0-9]+{_W},{_W}\{{{_W}{_NON_NEGATIVES}\}}{_W}\)"
+#: Value syntaxes of typed attributes, as XLA's attribute parser reads them: (pattern, what XLA expects).
+_INTEGER_VALUE = (re.compile(_INTEGER_TOKEN), "expects integer")
+_BOOL_VALUE = (re.compile("true|false"), "expects true or false")
+_INTEGER_LIST_VALUE = (re.compile(_BRACED_INTEGERS), "expects a list of integers in braces, e.g. {0,1}")
+_VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
+    **dict.fromkeys(
+        (
+            "index",
+            "channel_id",
+            "batch_group_count",
+            "feature_group_count",
+            "delta",
+            "exponent_bits",
+            "mantissa_bits",
+            "feature_index",
+            "index_vector_dim",
+            "inferred_dimension",
+            "iota_dimension",
+            "k",
+            "num_carries",
+            "num_partitions",
+            "replica_count",
+        ),
+        _INTEGER_VALUE,
+    ),
+    **dict.fromkeys(
+        (
+            "alias_passthrough_params",
+            "constrain_layout",
+            "custom_call_has_side_effect",
+            "indices_are_sorted",
+            "is_host_transfer",
+            "is_reverse",
+            "is_scheduled",
+            "is_stable",
+            "largest",
+            "left_side",
+            "lower",
+            "unique_indices",
+            "unit_diagonal",
+            "use_global_device_ids",
+        ),
+        _BOOL_VALUE,
+    ),
+    **dict.fromkeys(
+        (
+            "dimensions",
+            "collapsed_slice_dims",
+            "dynamic_slice_sizes",
+            "fft_length",
+            "input_batching_dims",
+            "inserted_window_dims",
+            "lhs_batch_dims",
+            "lhs_contracting_dims",
+            "lhs_ragged_dims",
+            "offset_dims",
+            "operand_batching_dims",
+            "rhs_batch_dims",
+            "rhs_contracting_dims",
+            "rhs_group_dims",
+            "scatter_dims_to_operand_dims",
+            "scatter_indices_batching_dims",
+            "start_index_map",
+            "start_indices_batching_dims",
+            "update_window_dims",
+        ),
+        _INTEGER_LIST_VALUE,
+    ),
+    "window": (
+        re.compile(
+            rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=[0-9]+(?:x[0-9]+)*{_W}"
+            rf"|pad={_PADDING_TEXT}{_W})*\}}"
+        ),
+        "expects a window: {size=… stride=… pad=… lhs_dilate=… rhs_dilate=… rhs_reversal=…}",
+    ),
+    "replica_groups": (
+        re.compile(
+            rf"\{{{_W}(?:{_BRACED_INTEGERS}{_W}(?:,{_W}{_BRACED_INTEGERS}{_W})*)?\}}"
+            rf"|\[{_W}{_INTEGERS}\]{_W}<={_W}\[{_W}{_INTEGERS}\](?:{_W}T{_W}\({_W}{_INTEGERS}\))?"
+            r"|mesh\[[\s\S]*"  # groups over a mesh's axes: not checked here
+        ),
+        "expects replica groups, e.g. {{0,1},{2,3}} or [2,2]<=[4]",
+    ),
+    "kind": (re.compile("kLoop|kInput|kOutput|kCustom"), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
+    "distribution": (re.compile("rng_uniform|rng_normal"), "expects random distribution rng_uniform or rng_normal"),
+    "fft_type": (re.compile("FFT|IFFT|RFFT|IRFFT"), "expects fft type FFT, IFFT, RFFT or IRFFT"),
+    "output_to_operand_aliasing": (
+        re.compile(rf"\{{{_W}(?:{_ALIASING}{_W}(?:,{_W}{_ALIASING}{_W})*)?\}}"),
+        "expects output_to_operand_aliasing, e.g. {{}: (0, {})}",
+    ),
+    "dim_labels": (
+        re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}"),
+        "expects dim labels pattern, e.g., 'bf0_0io->0bf'",
+    ),
+    "slice": (
+        re.compile(rf"\{{{_W}(?:{_SLICE_RANGE}{_W}(?:,{_W}{_SLICE_RANGE}{_W})*)?\}}"),
+        "expects slice ranges, e.g. {[0:2], [1:4:2]}",
+    ),
+    "source_target_pairs": (
+        re.compile(rf"\{{{_W}(?:{_BRACED_INTEGERS}{_W}(?:,{_W}{_BRACED_INTEGERS}{_W})*)?\}}"),
+        "expects pairs of integers in braces, e.g. {{0,1},{1,0}}",
+    ),
+}
+#: The most an integer token may say: XLA's lexer reads it as a 64-bit integer (unsigned when positive).
+_INTEGER_RANGE = range(-(2**63), 2**64)
+
+
+@lru_cache(maxsize=4096)
+def check_value_syntax(key: str, value: str) -> None:
+    """Refuse the value of a typed attribute that XLA's attribute parser would not read (`dimensions={}{0}`,
+    `index=+1`, `slice={[0x7f:3:1]}`); an attribute with no entry in the table is not checked here.
+    Cached: values repeat from line to line (`index=0`, `dimensions={0}`), and a refusal is not cached."""
+    syntax = _VALUE_SYNTAX.get(key)
+    if syntax is None:
+        return
+    text = re.sub(r"/\*(?:[^*]|\*(?!/))*\*/", " ", value) if "/*" in value else value
+    pattern, expected = syntax
+    if not pattern.fullmatch(text.strip(" \t\n\r")):
+        raise InvalidHlo(f"{expected}, found {value}", attribute=key)
+    for number in re.findall(_INTEGER_TOKEN, text):
+        if len(number) > 21 or int(number) not in _INTEGER_RANGE:  # the length first: int() of 5000 digits raises
+            raise InvalidHlo(f"integer {number} is out of the 64-bit range", attribute=key)
+
+
+def _check_value_syntax(instruction: Instruction, key: str) -> None:
+    value = instruction.attributes.get(key)
+    if isinstance(value, str):
+        try:
+            check_value_syntax(key, value)
+        except InvalidHlo as issue:
+            raise _fail(instruction, issue.message, key) from None
+
+
 _MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
     "metadata": _check_metadata,
     "frontend_attributes": _check_frontend_attributes,
@@ -974,6 +1299,7 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "reduce-window": (lambda i: _require_operands(i, 2), _check_window),
     "select-and-scatter": (_check_window,),
     "compare": (_check_compare,),
+    "tuple": (_check_tuple,),
     "send-done": (_check_channel_done,),
     "recv-done": (_check_channel_done,),
 }

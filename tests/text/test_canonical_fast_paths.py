@@ -23,7 +23,7 @@ from hloopt.text.splitting import attribute
 LINES = [
     '%add.1 = f32[2,3]{1,0} add(f32[2,3]{1,0} %a, f32[2,3]{1,0} %b), metadata={op_name="x, y" source_line=3}',
     "ROOT %t = f32[] constant(1.5)",
-    "%p = bf16[8]{0} parameter(0), sharding={devices=[2]0,1}",
+    "%p = bf16[8]{0} parameter(4), sharding={devices=[2]0,1}",
     '%c = s32[3]{0} constant({1, 2, 3}), frontend_attributes={_xla="a"}, backend_config="{\\"k\\": 1}"',
     "%r = f32[] reduce(f32[4]{0} %x, f32[] %z), dimensions={0}, to_apply=%sum",
 ]

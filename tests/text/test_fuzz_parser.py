@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hlo_text import hlo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from parity_fuzz import bound_for, time_bound
 
 from hloopt.errors import HloError, HloParseError
 from hloopt.passes.pipeline import run_pipeline
@@ -44,31 +42,6 @@ FUZZ = settings(
 SEED_BYTES = 16_000
 _TOKEN = re.compile(r"\s+|[(){}\[\],=:%]|[^\s(){}\[\],=:%]+")
 _NUMBER = re.compile(r"\d+")
-
-
-class Hang(Exception):
-    """An input ran past its time bound."""
-
-
-@contextmanager
-def time_bound(seconds: float) -> Iterator[None]:
-    """SIGALRM after `seconds`: a hang becomes a test failure instead of a stuck CI job."""
-
-    def alarm(signum: int, frame: object) -> None:
-        raise Hang(f"no answer after {seconds:.1f}s")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def bound_for(size: int) -> float:
-    """Generous for two shared cores, yet far below what a quadratic blow-up or a loop would take."""
-    return 5.0 + size / 50_000
 
 
 def check_parses_or_located_error(data: bytes, run_passes: bool = True) -> None:

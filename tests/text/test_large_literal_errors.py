@@ -93,7 +93,12 @@ REFUSED = [
             ending(word),
             f"3:4529: expects number literal values (decimal, integer, inf or nan), but sees '{word}'",
         )
-        for word in ("infinity", "info", "xnan", "x", "é", "1-2", "e5")
+        for word in ("infinity", "info", "xnan", "x", "1-2", "e5")
+    ),
+    (
+        "f32[1500]",
+        ending("é"),
+        "3:4529: unexpected character U+00E9 (outside strings and comments XLA reads ASCII only)",
     ),
     (
         "f32[1500]",

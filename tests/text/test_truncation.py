@@ -8,6 +8,7 @@ A prefix hloopt accepts must be one XLA's parser accepts too.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,18 @@ def test_the_message_names_what_is_open(text: str, message: str) -> None:
     assert message in caught.value.message
     end, _ = locate(text, len(text), "cut.hlo")
     assert (caught.value.location.line, caught.value.location.column) == (end.line, end.column)
+
+
+def test_a_long_run_of_blanks_before_a_stray_brace_is_refused_at_once() -> None:
+    """Found by the parity fuzzer: the end-of-input check's blanks were `(?:[ \\t]+)*`, which tried 2^n ways
+    to split a run of n blanks before it failed (33 blanks: minutes)."""
+    text = (
+        "HloModule m\nENTRY main {\n  p = f32[33,76,70] parameter(0)\n  i = s32[1806,2] parameter(1)\n"
+        "  ROOT r = f32[1806,7,8,4] gather(p, i), offset_dims={1,2,3},\n" + " " * 60 + "collapsed_slice_dims={},\n"
+        "  {          index_vector_dim=1, slice_sizes={7,8,4}\n}\n"
+    )
+    started = time.perf_counter()
+    with pytest.raises(HloParseError) as caught:
+        parse(text)
+    assert time.perf_counter() - started < 2
+    assert caught.value.location.line == 6

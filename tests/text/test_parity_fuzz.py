@@ -1,0 +1,110 @@
+"""Parser parity with XLA as a property: mutants of corpus modules, hloopt's accept/refuse beside jaxlib's.
+
+A fixed seed and budget (`tests/parity_fuzz.py` has the mutations and the classes); the long run with
+counts is ``benchmarks/fuzz_parity.py``. Every disagreement found must be fixed or be one of
+`parity_fuzz.ALLOWED`, each with its reason; every hloopt refusal must be located.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import parity_fuzz
+import pytest
+from test_error_cases import ERRORS, error_cases
+
+import hloopt
+from hloopt.errors import HloError
+from hloopt.xla.bridge import IsolatedPool, canonical_in_subprocess
+
+pytestmark = pytest.mark.corpus
+#: Mutants per run: about a minute on two shared cores (XLA's half runs in two workers).
+BUDGET = 3_000
+SEED = 28
+
+
+def test_hloopt_accepts_and_refuses_what_xla_does(corpus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = parity_fuzz.seeds(corpus_dir)
+    assert len(texts) > 7_000
+    tests = str(Path(parity_fuzz.__file__).parent)  # the workers unpickle `parity_fuzz.xla_verdicts` by name
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    with IsolatedPool(2) as pool:
+        report = parity_fuzz.run(texts, BUDGET, SEED, pool, parity_fuzz.allowed)
+    assert report.tried == BUDGET
+    # The mutants do reach both sides of the question: many refused by both, some accepted by both.
+    assert report.counts[parity_fuzz.AGREE_REFUSE] > BUDGET // 2
+    assert report.counts[parity_fuzz.AGREE_ACCEPT] > BUDGET // 50
+    shown = {
+        name: [f"[{kind}] hloopt: {ours} | xla: {theirs}\n{mutant}" for kind, ours, theirs, mutant in found[:3]]
+        for name, found in report.found.items()
+    }
+    assert not report.found, shown
+
+
+def test_mutants_are_the_same_for_the_same_seed() -> None:
+    texts = ["HloModule m\n\nENTRY e {\n  ROOT p = f32[2]{0} parameter(0), sharding={replicated}\n}\n"]
+    first = list(parity_fuzz.mutants(texts, 200, 7))
+    assert first == list(parity_fuzz.mutants(texts, 200, 7))
+    assert first != list(parity_fuzz.mutants(texts, 200, 8))
+    assert all(mutant != texts[0] for _, mutant in first)
+    kinds = {kind for pair in first for kind in pair[0].split("+")}
+    assert kinds == {name for name, _ in parity_fuzz.MUTATIONS}
+
+
+def test_a_disagreement_is_found_and_classed() -> None:
+    """The classes themselves: each verdict pair lands where it should, unlocated refusals apart."""
+    report = parity_fuzz.Report()
+    report.add("token", "a", None, None)
+    report.add("token", "b", "refused", "refused too")
+    report.add("token", "c", None, "3:4: expects integer")
+    report.add("token", "d", "refused", None)
+    report.add("token", "e", None, f"{parity_fuzz.XLA_CRASH}: worker died")
+    report.add("token", "f", f"{parity_fuzz.UNLOCATED}: RecursionError", None)
+    assert report.counts == {name: 1 for name in parity_fuzz.CLASSES}
+    assert [found[0][3] for found in report.found.values()] == ["c", "d", "f"]
+    assert parity_fuzz.hloopt_verdict("HloModule m\n\nENTRY e {\n  ROOT p = f32[\u0663] parameter(0)\n}\n") == (
+        "4:16: unexpected character U+0663 (outside strings and comments XLA reads ASCII only)"
+    )
+
+
+def test_xla_refuses_every_lexer_parity_case() -> None:
+    """The golden cases of what hloopt now refuses (tests/errors/lexer_parity.hlo) are refused by XLA too."""
+    cases = error_cases(ERRORS / "lexer_parity.hlo")
+    assert len(cases) >= 20
+    verdicts = canonical_in_subprocess([case.text for case in cases])
+    accepted = [case.label for case, verdict in zip(cases, verdicts) if not isinstance(verdict, HloError)]
+    assert not accepted
+
+
+def _entry(*lines: str) -> str:
+    return "\n".join(["HloModule m", "", "ENTRY e {", *(f"  {line}" for line in lines), "}", ""])
+
+
+#: Texts hloopt once refused that XLA reads: the refusals the fuzzer found the other way round.
+ACCEPTED_BY_XLA = {
+    "an empty operand": _entry("a = f32[] parameter(0)", "ROOT s = f32[] add(a,,a)"),
+    "an empty operand list with a comma": _entry("ROOT t = () tuple(,)"),
+    "a trailing comma among operands": _entry("a = f32[] parameter(0)", "ROOT s = f32[] add(a, a,)"),
+    "any character in a JSON backend_config": _entry(
+        'ROOT c = f32[] custom-call(), custom_call_target="x", backend_config={"k":{"v":"\u00e9"} \u00e9}'
+    ),
+    "any character in a frontend attribute's braces": _entry(
+        "ROOT p = f32[] parameter(0), frontend_attributes={x={n = 1 : \u0131}}"
+    ),
+    "a signature parameter without its colon": (
+        "HloModule m\n\nENTRY %e (p f32[2]) -> f32[2] {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    ),
+    "-0 as a dimension and a parameter number": _entry("ROOT p = f32[-0] parameter(-0)"),
+}
+
+
+@pytest.mark.parametrize("text", ACCEPTED_BY_XLA.values(), ids=ACCEPTED_BY_XLA.keys())
+def test_hloopt_reads_what_xla_reads(text: str) -> None:
+    hloopt.parse(text)
+
+
+def test_xla_reads_every_text_hloopt_now_reads() -> None:
+    verdicts = canonical_in_subprocess(list(ACCEPTED_BY_XLA.values()))
+    refused = [name for name, verdict in zip(ACCEPTED_BY_XLA, verdicts) if isinstance(verdict, HloError)]
+    assert not refused
