@@ -111,6 +111,8 @@ def _serve(argv: Sequence[str]) -> NoReturn:
             importlib.import_module(module)
         while (message := _receive(requests, None)) is not None:
             fn, args = message
+            outbox.write(_BEGUN)  # the call's time limit counts from here, not from this worker's start
+            outbox.flush()
             try:
                 reply = _frame(("ok", fn(*args)))
             except HloError as err:
@@ -189,6 +191,14 @@ def _frame(message: Any) -> bytes:
     """`message` pickled, after its length."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return _HEADER.pack(len(payload)) + payload
+
+
+#: How long a worker may take to start (an interpreter and its imports, on a loaded machine), on top of a
+#: call's time limit, before it is taken up.
+START_SECONDS = 60.0
+
+#: What a worker says as it takes up a call.
+_BEGUN = _frame(("begun", None))
 
 
 def _send(stream: BinaryIO, message: Any) -> None:
@@ -273,6 +283,9 @@ class _Worker:
         else:
             while (message := _receive(self._replies, watch.keep_waiting)) is not None:
                 kind, value = message
+                if kind == "begun":
+                    watch.begin()
+                    continue
                 if kind == "stage":
                     stage, detail = value
                     continue
@@ -326,9 +339,14 @@ class _Watch:
         self._stderr = stderr
         self._start = self._offset = offset
         self.timeout = timeout
-        self._deadline = None if timeout is None else time.monotonic() + timeout
+        # Until the worker takes up the call, it may still be starting (an interpreter, its imports).
+        self._deadline = None if timeout is None else time.monotonic() + timeout + START_SECONDS
         self.dying = False
         self.expired = False
+
+    def begin(self) -> None:
+        """The worker took up the call: its time starts now (a worker's start, under load, is not the call's)."""
+        self._deadline = None if self.timeout is None else time.monotonic() + self.timeout
 
     def keep_waiting(self) -> bool:
         if self._deadline is not None and time.monotonic() > self._deadline:
