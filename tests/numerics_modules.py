@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from hlo_text import hlo
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -26,3 +27,25 @@ ENTRY main {
 
 #: Halfway values, where the two roundings of FLOAT_TO_INT part.
 TIES = np.array([2.5, 3.5, -2.5, -3.5], np.float32)
+
+
+#: A ``while`` whose condition is always true: what a time limit must stop (in bf16, so that the passes
+#: change it and ``--verify-numerics`` runs it).
+FOREVER = hlo(
+    """
+    HloModule forever
+    cond {
+      c = bf16[] parameter(0)
+      ROOT t = pred[] constant(true)
+    }
+    body {
+      b = bf16[] parameter(0)
+      one = bf16[] constant(1)
+      ROOT n = bf16[] add(b, one)
+    }
+    ENTRY e {
+      z = bf16[] constant(0)
+      ROOT w = bf16[] while(z), condition=cond, body=body
+    }
+    """
+)

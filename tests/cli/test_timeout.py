@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hlo_text import hlo
+from numerics_modules import FOREVER
 from processes import children
 
 import hloopt
@@ -23,24 +24,6 @@ from hloopt.errors import HloError
 from hloopt.xla.bridge import XlaCrash
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
-FOREVER = hlo(
-    """
-    HloModule forever
-    cond {
-      c = bf16[] parameter(0)
-      ROOT t = pred[] constant(true)
-    }
-    body {
-      b = bf16[] parameter(0)
-      one = bf16[] constant(1)
-      ROOT n = bf16[] add(b, one)
-    }
-    ENTRY e {
-      z = bf16[] constant(0)
-      ROOT w = bf16[] while(z), condition=cond, body=body
-    }
-    """
-)
 QUICK = hlo(
     """
     HloModule quick

@@ -4,7 +4,7 @@ Reading a .pb or .mlirbc and writing a .pb or .mlir run jaxlib in a worker: a fi
 keeps it busy forever, is one ``hloopt: error: FILE: …`` line and exit 2, with XLA's own log kept out
 of the terminal. The inputs are real: protos made by jaxlib and then given a tuple index jaxlib's
 reader does not check, and ``data/forever.mlirbc``, the StableHLO bytecode jaxlib 0.10.2 writes for
-`FOREVER` (a ``while`` whose condition is always true, 638 bytes), with one byte changed at offsets
+`numerics_modules.FOREVER` in s32 (a ``while`` whose condition is always true, 638 bytes), with one byte changed at offsets
 found by flipping every byte: some spin in jaxlib's reader, some crash it, on jaxlib 0.10 and 0.12.
 """
 
@@ -40,24 +40,6 @@ TUPLE = hlo(
       b = s32[] parameter(1)
       t = (f32[2], s32[]) tuple(a, b)
       ROOT g = s32[] get-tuple-element(t), index=1
-    }
-    """
-)
-FOREVER = hlo(
-    """
-    HloModule forever
-    cond {
-      c = s32[] parameter(0)
-      ROOT t = pred[] constant(true)
-    }
-    body {
-      b = s32[] parameter(0)
-      one = s32[] constant(1)
-      ROOT n = s32[] add(b, one)
-    }
-    ENTRY e {
-      z = s32[] constant(0)
-      ROOT w = s32[] while(z), condition=cond, body=body
     }
     """
 )
