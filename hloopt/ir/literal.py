@@ -151,24 +151,28 @@ def strip_comments(text: str) -> str:
 
 
 def _split_tuple(text: str) -> list[tuple[str, int]]:
-    """Split ``( a, {b, c}, (d) )`` into its top-level parts with their offsets."""
+    """Split ``( a, {b, c}, (d) )`` into its top-level parts with their offsets; a bracket closed by the
+    wrong one, or never closed, is a LiteralError where it stands (XLA refuses those too)."""
     start = text.index("(") + 1
-    end = text.rindex(")")
+    closers = {"(": ")", "{": "}", "[": "]"}
+    expected: list[str] = [")"]
     parts: list[tuple[str, int]] = []
-    depth = 0
     begin = start
-    for i in range(start, end):
+    for i in range(start, len(text)):
         ch = text[i]
-        if ch in "({":
-            depth += 1
-        elif ch in ")}":
-            depth -= 1
-        elif ch == "," and depth == 0:
+        if ch in closers:
+            expected.append(closers[ch])
+        elif ch in ")}]":
+            if ch != expected.pop():
+                raise LiteralError(f"unexpected '{ch}' in a tuple literal", i)
+            if not expected:  # the tuple's own ")"
+                if text[begin:i].strip():
+                    parts.append((text[begin:i], begin))
+                return parts
+        elif ch == "," and len(expected) == 1:
             parts.append((text[begin:i], begin))
             begin = i + 1
-    if text[begin:end].strip():
-        parts.append((text[begin:end], begin))
-    return parts
+    raise LiteralError("a tuple literal is not closed", start - 1)
 
 
 def array_parts(text: str, shape: Shape) -> Iterator[tuple[str, int, ArrayShape]]:

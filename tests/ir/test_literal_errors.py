@@ -167,3 +167,19 @@ def test_decode_and_format_refuse_a_buffer_shape() -> None:
         decode_literal("{1, 2}", _BUFFER)
     with pytest.raises(LiteralError, match="not b"):
         format_literal(np.zeros(2, np.float32), _BUFFER)
+
+
+@pytest.mark.parametrize(
+    ("literal", "message", "column"),
+    [
+        ("(1.0, {2.0,] 3.0, 4.0, 5.0})", "unexpected ']' in a tuple literal", 48),
+        ("(1.0, {2.0, 3.0, 4.0, 5.0)}", "unexpected ')' in a tuple literal", 62),
+        ("(1.0, ({2.0, 3.0, 4.0, 5.0}]))", "unexpected ']' in a tuple literal", 64),
+    ],
+)
+def test_a_tuple_literal_with_crossed_brackets_is_refused_where_they_cross(
+    literal: str, message: str, column: int
+) -> None:
+    """Found by the parity fuzzer: the tuple splitter raised a bare ValueError (XLA refuses these too)."""
+    text = f"HloModule m\nENTRY e {{\n  ROOT c = (f32[], f32[4]) constant({literal})\n}}\n"
+    assert parse_error(text) == (message, 3, column)
