@@ -784,20 +784,23 @@ class _Parse:
 #: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
 _FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
 #: What XLA's lexer reads past whole (strings and comments, where any character goes), the start of a
-#: `backend_config={` or `frontend_attributes={` (group 1: XLA reads a JSON config, and a frontend
-#: attribute's braced value, as raw text), or a foreign character (group 2);
-#: plain characters match nothing, so `search` skips them at C speed.
+#: `backend_config={` (group 1: XLA reads a JSON config as raw text), the start of `frontend_attributes={`
+#: (group 3), or a foreign character (group 2); plain characters match nothing, so `search` skips them
+#: at C speed.
 _LEXED = re.compile(
     r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
-    r"|((?:backend_config|frontend_attributes)=\{)|([^\x20-\x7e\t\n\r])"
+    r"|(backend_config=\{)|([^\x20-\x7e\t\n\r])|(frontend_attributes=\{)"
 )
 #: Inside a JSON value: a string, or a brace (group 1).
 _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
+#: Inside `frontend_attributes={…}`: a string value, a braced value (group 1, read raw as XLA reads it),
+#: the closing brace (group 2), or a foreign character (group 3), in a key say.
+_FRONTEND_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|(=\{)|(\})|([^\x20-\x7e\t\n\r])')
 
 
 def _foreign_character(text: str) -> int | None:
     """Where the first character XLA's lexer refuses stands outside a string, a comment, a JSON
-    `backend_config` or the `frontend_attributes`, if any.
+    `backend_config` or a braced frontend attribute value, if any.
 
     One C-speed search answers for the common text; only a text with some such character (in a
     string, say: metadata may hold any) is walked, one string or comment at a time.
@@ -809,15 +812,30 @@ def _foreign_character(text: str) -> int | None:
         if token.group(2) is not None:
             return token.start()
         position = token.end()
-        if token.group(1) is not None:  # past the JSON's closing brace (or to the end, if none)
-            depth, part = 1, _JSON_PART.search(text, position)
-            while depth and part is not None:
-                depth += {"{": 1, "}": -1}.get(part.group(1) or "", 0)
-                position, part = part.end(), _JSON_PART.search(text, part.end())
-            if depth:
-                return None
+        if token.group(1) is not None:
+            position = _past_braces(text, position)
+        elif token.group(3) is not None:  # keys are lexed; values are strings or raw braces
+            part = _FRONTEND_PART.search(text, position)
+            while part is not None and part.group(2) is None:
+                if part.group(3) is not None:
+                    return part.start()
+                position = part.end() if part.group(1) is None else _past_braces(text, part.end())
+                part = _FRONTEND_PART.search(text, position)
+            position = len(text) if part is None else part.end()
+        if position >= len(text):
+            return None
         token = _LEXED.search(text, position)
     return None
+
+
+def _past_braces(text: str, position: int) -> int:
+    """Past the brace that closes the one opened just before `position` (the text's end if none), counting
+    braces outside JSON strings."""
+    depth, part = 1, _JSON_PART.search(text, position)
+    while depth and part is not None:
+        depth += {"{": 1, "}": -1}.get(part.group(1) or "", 0)
+        position, part = part.end(), _JSON_PART.search(text, part.end())
+    return position if not depth else len(text)
 
 
 def parse(text: str, filename: str = "<string>", *, callees_first: bool = False) -> Module:

@@ -126,7 +126,7 @@ def test_compare_with_given_inputs(files: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("broken.hlo", "broken.hlo:4:1: expected `)`, an integer or an operand name"),
+        ("broken.hlo", "broken.hlo:4:1: expected `)`, `,`, an integer or an operand name"),
         ("gpu.hlo", "gpu.hlo: %c (custom-call) in %main calls __cublas$gemm, which only a GPU or TPU implements"),
         ("crash.hlo", "XLA compile failed: worker"),
         ("missing.hlo", "missing.hlo: no such file"),
