@@ -1064,11 +1064,23 @@ def _check_origin(value: str, key: str) -> None:
         raise fail("expects the attribute to end")
 
 
+
+
+def _listed(item: str) -> str:
+    """A pattern for `item`s separated by commas (none at all too), blanks allowed around each."""
+    return rf"(?:{item}{_W}(?:,{_W}{item}{_W})*)?"
+
+
+def _braced(item: str) -> str:
+    """A pattern for `_listed(item)` in braces."""
+    return rf"\{{{_W}{_listed(item)}\}}"
+
+
 _INTEGER_TOKEN = r"-?[0-9]+"
-_INTEGERS = rf"(?:{_INTEGER_TOKEN}{_W}(?:,{_W}{_INTEGER_TOKEN}{_W})*)?"
-_BRACED_INTEGERS = rf"\{{{_W}{_INTEGERS}\}}"
+_INTEGERS = _listed(_INTEGER_TOKEN)
+_BRACED_INTEGERS = _braced(_INTEGER_TOKEN)
 _SLICE_RANGE = rf"\[{_W}{_INTEGER_TOKEN}{_W}:{_W}{_INTEGER_TOKEN}{_W}(?::{_W}{_INTEGER_TOKEN}{_W})?\]"
-_NON_NEGATIVES = r"(?:[0-9]+[ \t\n\r]*(?:,[ \t\n\r]*[0-9]+[ \t\n\r]*)*)?"
+_NON_NEGATIVES = _listed("[0-9]+")
 _ALIASING = rf"\{{{_W}{_NON_NEGATIVES}\}}{_W}:{_W}\({_W}-?[0-9]+{_W},{_W}\{{{_W}{_NON_NEGATIVES}\}}{_W}\)"
 #: Value syntaxes of typed attributes, as XLA's attribute parser reads them: (pattern, what XLA expects).
 _INTEGER_VALUE = (re.compile(_INTEGER_TOKEN), "expects integer")
@@ -1147,8 +1159,8 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     ),
     "replica_groups": (
         re.compile(
-            rf"\{{{_W}(?:{_BRACED_INTEGERS}{_W}(?:,{_W}{_BRACED_INTEGERS}{_W})*)?\}}"
-            rf"|\[{_W}{_INTEGERS}\]{_W}<={_W}\[{_W}{_INTEGERS}\](?:{_W}T{_W}\({_W}{_INTEGERS}\))?"
+            _braced(_BRACED_INTEGERS)
+            + rf"|\[{_W}{_INTEGERS}\]{_W}<={_W}\[{_W}{_INTEGERS}\](?:{_W}T{_W}\({_W}{_INTEGERS}\))?"
             r"|mesh\[[\s\S]*"  # groups over a mesh's axes: not checked here
         ),
         "expects replica groups, e.g. {{0,1},{2,3}} or [2,2]<=[4]",
@@ -1157,7 +1169,7 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     "distribution": (re.compile("rng_uniform|rng_normal"), "expects random distribution rng_uniform or rng_normal"),
     "fft_type": (re.compile("FFT|IFFT|RFFT|IRFFT"), "expects fft type FFT, IFFT, RFFT or IRFFT"),
     "output_to_operand_aliasing": (
-        re.compile(rf"\{{{_W}(?:{_ALIASING}{_W}(?:,{_W}{_ALIASING}{_W})*)?\}}"),
+        re.compile(_braced(_ALIASING)),
         "expects output_to_operand_aliasing, e.g. {{}: (0, {})}",
     ),
     "dim_labels": (
@@ -1165,11 +1177,11 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
         "expects dim labels pattern, e.g., 'bf0_0io->0bf'",
     ),
     "slice": (
-        re.compile(rf"\{{{_W}(?:{_SLICE_RANGE}{_W}(?:,{_W}{_SLICE_RANGE}{_W})*)?\}}"),
+        re.compile(_braced(_SLICE_RANGE)),
         "expects slice ranges, e.g. {[0:2], [1:4:2]}",
     ),
     "source_target_pairs": (
-        re.compile(rf"\{{{_W}(?:{_BRACED_INTEGERS}{_W}(?:,{_W}{_BRACED_INTEGERS}{_W})*)?\}}"),
+        re.compile(_braced(_BRACED_INTEGERS)),
         "expects pairs of integers in braces, e.g. {{0,1},{1,0}}",
     ),
 }
