@@ -1064,8 +1064,6 @@ def _check_origin(value: str, key: str) -> None:
         raise fail("expects the attribute to end")
 
 
-
-
 def _listed(item: str) -> str:
     """A pattern for `item`s separated by commas (none at all too), blanks allowed around each."""
     return rf"(?:{item}{_W}(?:,{_W}{item}{_W})*)?"
