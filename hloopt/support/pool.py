@@ -47,9 +47,16 @@ PROGRAM = "import sys; from hloopt.support.pool import _serve; _serve(sys.argv[1
 TERMINATION_SECONDS = 10.0
 #: How often a waiting parent looks at the clock and at the worker's stderr.
 _POLL_SECONDS = 0.2
-#: A worker that printed one of these is dying (the reason is already printed above the marker),
-#: and jaxlib's abort handler can take seconds or hang while it symbolises the stack: kill it.
-_FATAL_MARKERS = (b"*** Check failure stack trace", b"*** SIGSEGV", b"*** SIGABRT", b"*** SIGBUS", b"*** SIGFPE")
+#: A worker that printed one of these is dying of the signal named (the reason is already printed above
+#: the marker), and jaxlib's abort handler can take seconds or hang while it symbolises the stack: kill
+#: it. The crash names the signal it was dying of, whichever of the two ends came first.
+_FATAL_MARKERS = {
+    b"*** Check failure stack trace": "SIGABRT",
+    b"*** SIGSEGV": "SIGSEGV",
+    b"*** SIGABRT": "SIGABRT",
+    b"*** SIGBUS": "SIGBUS",
+    b"*** SIGFPE": "SIGFPE",
+}
 #: stderr lines that say why a worker died (glog fatal/error lines, failed checks).
 _CAUSE = re.compile(r"^[FE]\d{4} |Check failed|RET_CHECK|\*\*\* SIG")
 _HEADER = struct.Struct("<Q")
@@ -294,14 +301,16 @@ class _Worker:
 
     def _death_note(self, watch: _Watch, stderr_start: int) -> tuple[str, tuple[str, ...]]:
         """How the worker died, and the lines of its stderr that say why."""
-        if watch.expired or watch.dying:
+        if watch.expired or watch.dying is not None:
             with suppress(ProcessLookupError):
                 self._process.kill()
         code = self._process.wait()
         if watch.expired:
             note = f"worker timed out after {watch.timeout:g} s, killed"
+        elif watch.dying is not None:
+            note = f"worker died with {watch.dying}"
         elif code == -signal.SIGKILL:
-            note = "worker killed after a fatal XLA error" if watch.dying else "worker killed"
+            note = "worker killed"
         else:
             note = f"worker died with {signal.Signals(-code).name}" if code < 0 else f"worker exited with code {code}"
         lines = _read_from(self._stderr.fileno(), stderr_start).decode(errors="replace").splitlines()
@@ -341,7 +350,8 @@ class _Watch:
         self.timeout = timeout
         # Until the worker takes up the call, it may still be starting (an interpreter, its imports).
         self._deadline = None if timeout is None else time.monotonic() + timeout + START_SECONDS
-        self.dying = False
+        #: The signal a worker is dying of, once its stderr says so.
+        self.dying: str | None = None
         self.expired = False
 
     def begin(self) -> None:
@@ -353,13 +363,13 @@ class _Watch:
             self.expired = True
             return False
         self.dying = self.dying or self._fatal_printed()
-        return not self.dying
+        return self.dying is None
 
-    def _fatal_printed(self) -> bool:
+    def _fatal_printed(self) -> str | None:
         start = max(self._offset - max(map(len, _FATAL_MARKERS)), self._start)
         new = _read_from(self._stderr, start)
         self._offset = start + len(new)
-        return any(marker in new for marker in _FATAL_MARKERS)
+        return next((name for marker, name in _FATAL_MARKERS.items() if marker in new), None)
 
 
 def _read_from(fd: int, offset: int) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from processes import children
 
@@ -35,3 +36,17 @@ def test_calls_run_in_as_many_workers_as_asked_and_come_home_in_order() -> None:
         pids = pool.map(os.getpid, [()] * 30)
         assert len(set(pids)) <= 3
         assert pool.map(int, [(str(n),) for n in range(30)]) == list(range(30))
+
+
+def test_a_worker_dying_of_a_signal_is_said_to_die_of_it_whoever_ends_it() -> None:
+    """jaxlib's abort handler can spend long symbolising the stack after its `*** SIGSEGV` line, so the
+    pool kills the worker then; the crash names the signal it was dying of either way, not the kill."""
+    dying = "import os, time; os.write(2, b'*** SIGSEGV received at time=1 on cpu 0 ***\\n'); time.sleep(600)"
+    with WorkerPool() as pool:
+        started = time.monotonic()
+        crash = pool.call(exec, (dying,))
+        assert time.monotonic() - started < 60
+        assert isinstance(crash, Crash) and crash.how == "worker died with SIGSEGV", crash
+        aborted = pool.call(exec, ("import os; os.abort()",))
+        assert isinstance(aborted, Crash) and aborted.how == "worker died with SIGABRT", aborted
+        assert pool.call(int, ("7",)) == 7
