@@ -8,7 +8,9 @@ and makes ../shared required; ``-m EXPR`` chooses tiers by hand, and a test file
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,28 @@ def shared_dir() -> Path | None:
     """``$HLOOPT_SHARED`` or ``<repo>/../shared``; None when neither exists."""
     candidate = Path(os.environ.get("HLOOPT_SHARED", REPO.parent / "shared"))
     return candidate if candidate.is_dir() else None
+
+
+#: Where CI pins the newest jaxlib line it tests (`.ci/pins.py` writes it).
+NEWEST_PINS = REPO / ".ci" / "constraints-py312.txt"
+#: On an older jaxlib line, the corpus's execution sweeps run every this-many-th module.
+OLDER_JAXLIB_STEP = 4
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def execution_sweep_step() -> int:
+    """Every how-many-th corpus module the sweeps that execute through XLA take: all of them on the newest jaxlib
+    line CI pins (the users' jax), a quarter on an older line, where the parse and print sweeps still run whole
+    (CI's time goes to the jax users run; ``HLOOPT_CORPUS_FULL=1`` runs all on any line)."""
+    if os.environ.get("HLOOPT_CORPUS_FULL") == "1" or not NEWEST_PINS.is_file():
+        return 1
+    pinned = re.search(r"^jaxlib==(\S+)", NEWEST_PINS.read_text(), re.MULTILINE)
+    if pinned is None or _version_key(version("jaxlib")) >= _version_key(pinned.group(1)):
+        return 1
+    return OLDER_JAXLIB_STEP
 
 
 @pytest.fixture(scope="session")

@@ -138,3 +138,20 @@ def test_only_the_corpus_fixture_reaches_shared() -> None:
     and skip or fail on a user's clone."""
     found = [hit for path in sorted(TESTS.rglob("*.py")) if path.name != "conftest.py" for hit in _reaches_shared(path)]
     assert not [hit for hit in found if not hit.startswith("test_tiers.py:")], found
+
+
+@pytest.mark.parametrize(
+    ("pinned", "full", "step"),
+    [("0.0.1", "", 1), ("999.0", "", 4), ("999.0", "1", 1)],
+    ids=["the newest line", "an older line", "an older line, HLOOPT_CORPUS_FULL=1"],
+)
+def test_execution_sweeps_run_whole_on_the_newest_jaxlib_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned: str, full: str, step: int
+) -> None:
+    import conftest
+
+    pins = tmp_path / "constraints.txt"
+    pins.write_text(f"jax=={pinned}\njaxlib=={pinned}\n")
+    monkeypatch.setattr(conftest, "NEWEST_PINS", pins)
+    monkeypatch.setenv("HLOOPT_CORPUS_FULL", full)
+    assert conftest.execution_sweep_step() == step
