@@ -402,10 +402,11 @@ class WorkerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> None:
-        """Start the workers now, without waiting for them to be ready (a call starts what it needs anyway)."""
+    def start(self, workers: int | None = None) -> None:
+        """Start `workers` of the workers (all by default) now, without waiting for them to be ready (a call
+        starts what it needs anyway: a caller that may have one call only starts one, not a jax import to waste)."""
         with self._lock:
-            missing = self.workers - len(self._idle) - len(self._busy)
+            missing = min(self.workers, workers or self.workers) - len(self._idle) - len(self._busy)
         for _ in range(missing):
             worker = _Worker(self._preload, self._env)
             with self._lock:

@@ -420,10 +420,10 @@ class IsolatedPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> None:
-        """Start the workers' interpreters and jax imports now, without waiting for them, so that they
-        run while this process still reads its modules (`map` starts them anyway)."""
-        self._pool.start()
+    def start(self, workers: int | None = None) -> None:
+        """Start `workers` of the workers' interpreters and jax imports (all by default) now, without waiting
+        for them, so that they run while this process still reads its modules (`map` starts what it needs)."""
+        self._pool.start(workers)
 
     def map(
         self,

@@ -50,3 +50,17 @@ def test_a_worker_dying_of_a_signal_is_said_to_die_of_it_whoever_ends_it() -> No
         aborted = pool.call(exec, ("import os; os.abort()",))
         assert isinstance(aborted, Crash) and aborted.how == "worker died with SIGABRT", aborted
         assert pool.call(int, ("7",)) == 7
+
+
+def test_a_pool_starts_as_many_workers_as_asked_and_a_map_the_rest() -> None:
+    """`start(1)` for a caller that may have a single call: the second worker (a jax import in XLA's pools)
+    starts only when a second call runs beside the first."""
+    before = children()
+    with WorkerPool(2) as pool:
+        pool.start(1)
+        assert len(children() - before) == 1
+        assert pool.call(int, ("3",)) == 3
+        assert len(children() - before) == 1
+        assert pool.map(exec, [("import time; time.sleep(0.5)",)] * 2) == [None, None]
+        assert len(children() - before) == 2
+    assert children() == before
