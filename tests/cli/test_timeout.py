@@ -65,12 +65,14 @@ def test_exec_stops_an_endless_loop(forever: Path) -> None:
     assert took < 120
 
 
+@pytest.mark.slow  # an endless loop: SECONDS s of a core; the fast tier has exec's and the API's
 def test_compare_stops_an_endless_loop(forever: Path) -> None:
     result, _ = hloopt_cli("compare", forever, forever, "--timeout", SECONDS)
     assert result.returncode == 2
     assert result.stderr == f"hloopt: error: {expired(f'{forever} against {forever}')}\n"
 
 
+@pytest.mark.slow  # an endless loop: SECONDS s of a core; the fast tier has exec's and the API's
 def test_run_verify_numerics_stops_an_endless_loop(forever: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.hlo"
     result, _ = hloopt_cli("run", forever, "--passes", "all", "--verify-numerics", "-o", out, "--timeout", SECONDS)
@@ -79,6 +81,7 @@ def test_run_verify_numerics_stops_an_endless_loop(forever: Path, tmp_path: Path
     assert not out.exists()  # a comparison that could not be done writes nothing
 
 
+@pytest.mark.slow  # an endless loop: SECONDS s of a core; the fast tier has exec's and the API's
 def test_batch_numerics_stop_an_endless_loop_and_go_on(forever: Path, tmp_path: Path) -> None:
     (tmp_path / "quick.hlo").write_text(QUICK)
     report = tmp_path / "report.json"
@@ -101,6 +104,7 @@ def test_the_python_api_stops_an_endless_loop_and_leaves_no_process() -> None:
     assert children() == before
 
 
+@pytest.mark.slow  # an endless loop: SECONDS s of a core; the fast tier has exec's and the API's
 def test_a_pool_goes_on_after_a_timeout() -> None:
     with hloopt.IsolatedPool(1) as pool:
         with pytest.raises(XlaCrash):
