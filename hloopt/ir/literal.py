@@ -287,11 +287,7 @@ def _plain_scalar_fits(body: str, element_type: str) -> bool:
 def _check_array(body: str, shape: ArrayShape) -> None:
     if not shape.dims and _plain_scalar_fits(body, shape.element_type):
         return
-    scan = None
-    if len(body) >= _SCAN_FROM and "(" not in body:
-        from hloopt.ir.numbers import scan_numbers
-
-        scan = scan_numbers(body)
+    scan = _scan(body) if len(body) >= _SCAN_FROM and "(" not in body else None
     if scan is None:
         _check_tokens(body, BY_NAME[shape.element_type].kind)
     if shape.element_type in COMPLEX_TYPES:
@@ -299,7 +295,7 @@ def _check_array(body: str, shape: ArrayShape) -> None:
     elif scan is not None:
         found = scan.count
     else:
-        found = _count(body)
+        found = sum(_count(piece) for piece in pieces(body))
     expected = shape.element_count
     if shape.rank and "{" not in body and not body.lstrip().startswith("(") and (found != 1 or not expected):
         # XLA takes one bare scalar for an array constant (it pads with zeros), never a bare list.
@@ -307,6 +303,60 @@ def _check_array(body: str, shape: ArrayShape) -> None:
     if found != expected and not (found == 1 and "{" not in body):
         raise LiteralError(f"literal has {found} elements but shape {shape.to_text()} has {expected}")
     _check_values(body, shape, scan)
+
+
+def pieces(body: str) -> Iterator[str]:
+    """`body` in pieces of about `_PIECE` characters, each cut just after a separator (space, comma or
+    brace), so that no element is cut; one piece when `body` holds a parenthesis (complex numbers and
+    NaN payloads are read whole). A long literal is scanned, checked and decoded piece by piece, so the
+    arrays and lists made from its text stay a small fraction of the text itself."""
+    if len(body) <= _PIECE or "(" in body:
+        yield body
+        return
+    start = 0
+    while len(body) - start > _PIECE:
+        end = start + _PIECE
+        last = _LAST_SEPARATOR.search(body, end - _SEPARATOR_WINDOW, end)
+        if last is None:  # no separator near: cut at the next one (or nowhere)
+            following = _SEPARATOR.search(body, end)
+            if following is None:
+                break
+            cut = following.end()
+        else:
+            cut = last.start() + 1
+        yield body[start:cut]
+        start = cut
+    yield body[start:]
+
+
+#: How many characters a piece of a long literal holds (about; see `pieces`).
+_PIECE = 1 << 20
+#: How far back from a piece's end a separator is looked for.
+_SEPARATOR_WINDOW = 4096
+_SEPARATOR = re.compile(r"[ \t\n\r,{}]")
+_LAST_SEPARATOR = re.compile(r"[ \t\n\r,{}](?=[^ \t\n\r,{}]*\Z)")
+
+
+def _scan(body: str) -> NumberScan | None:
+    """`scan_numbers` over the pieces of `body`, their findings merged (None if any piece is not plain numbers)."""
+    from hloopt.ir.numbers import NumberScan, scan_numbers
+
+    scans = []
+    for piece in pieces(body):
+        scan = scan_numbers(piece)
+        if scan is None:
+            return None
+        scans.append(scan)
+    if len(scans) == 1:
+        return scans[0]
+    return NumberScan(
+        count=sum(scan.count for scan in scans),
+        integer_digits=max(scan.integer_digits for scan in scans),
+        exponent=max(scan.exponent for scan in scans),
+        fractional=any(scan.fractional for scan in scans),
+        negative=any(scan.negative for scan in scans),
+        non_finite=sum(scan.non_finite for scan in scans),
+    )
 
 
 def _check_nesting(text: str, shape: ArrayShape) -> None:
@@ -375,10 +425,11 @@ _WRITTEN_NON_FINITE = re.compile(r"(?<![^\s,{}])-?(?:inf|nan)(?![^\s,{}])")
 def _check_values(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
     """Raise LiteralError for a value XLA refuses: not a number, or out of its type's range."""
     element_type = shape.element_type
-    if element_type in INT_TYPES:
-        _check_integers(body, element_type, scan)
-    elif element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
-        _check_floats(body, shape, scan)
+    for piece in pieces(body):  # the scan's bounds hold for every piece
+        if element_type in INT_TYPES:
+            _check_integers(piece, element_type, scan)
+        elif element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
+            _check_floats(piece, shape, scan)
 
 
 def _integer_range(element_type: str) -> tuple[int, int]:
