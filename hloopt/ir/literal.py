@@ -341,7 +341,7 @@ def _scan(body: str) -> NumberScan | None:
     """`scan_numbers` over the pieces of `body`, their findings merged (None if any piece is not plain numbers)."""
     from hloopt.ir.numbers import NumberScan, scan_numbers
 
-    scans = []
+    scans: list[NumberScan] = []
     for piece in pieces(body):
         scan = scan_numbers(piece)
         if scan is None:
@@ -601,6 +601,25 @@ def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
     return values
 
 
+def _decode_piece(body: str, element_type: str) -> np.ndarray:
+    """The elements of a non-complex literal text (or a piece of one), flat, in `element_type`."""
+    import numpy as np
+
+    if element_type in FLOAT_TYPES and len(body) >= _SCAN_FROM and "nan" not in body:
+        # Correctly rounded, as Python's float() and XLA's strtod (numpy reads `-nan` without its sign).
+        numbers = _c_numbers(body, np.float64)
+        if numbers is not None:
+            return _stored_floats(numbers, element_type)
+    tokens = _ELEMENT.findall(body)
+    if element_type == "pred":
+        return np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
+    if element_type in FLOAT_TYPES:
+        return _decode_floats(tokens, element_type)
+    if element_type == "u64":
+        return np.array([int(t) % (1 << 64) for t in tokens], dtype=np.uint64)
+    return np.array(tokens, dtype=np.int64).astype(numpy_dtype(element_type))
+
+
 def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
     import numpy as np
 
@@ -613,16 +632,19 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
     if element_type in COMPLEX_TYPES:
         pairs = _COMPLEX_ELEMENT.findall(body)
         flat = np.array([float(r) + 1j * float(i) for r, i in pairs], dtype=dtype)
+    elif len(body) > _PIECE and "(" not in body:
+        # Piece by piece into the array itself: no list of a string per element, no float64 copy of it all.
+        flat = np.empty(shape.element_count, dtype)
+        filled = 0
+        for piece in pieces(body):
+            values = _decode_piece(piece, element_type)
+            if filled + values.size > flat.size:
+                raise LiteralError(f"literal has more elements than shape has ({shape.element_count})")
+            flat[filled : filled + values.size] = values
+            filled += values.size
+        flat = flat[:filled]
     else:
-        tokens = _ELEMENT.findall(body)
-        if element_type == "pred":
-            flat = np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
-        elif element_type in FLOAT_TYPES:
-            flat = _decode_floats(tokens, element_type)
-        elif element_type == "u64":
-            flat = np.array([int(t) % (1 << 64) for t in tokens], dtype=np.uint64)
-        else:
-            flat = np.array(tokens, dtype=np.int64).astype(dtype)
+        flat = _decode_piece(body, element_type)
     if flat.size == 1 and shape.element_count != 1:
         padded = np.zeros(shape.element_count, dtype=dtype)
         padded[:1] = flat
@@ -728,12 +750,48 @@ def _format_element(value: Any, element_type: str, scalar: bool) -> str:
     return str(int(value))
 
 
+#: Arrays with at least this many elements are formatted per distinct value (`_element_texts`).
+_TABLE_FROM = 4096
+#: How many elements of a large array are formatted, and joined, at a time.
+_FORMAT_PIECE = 1 << 18
+
+
+def _element_texts(flat: np.ndarray, element_type: str, known: dict[int, str]) -> list[str]:
+    """The texts of the elements of the 1-D array `flat`, each distinct value formatted once.
+
+    Large constants are mostly repeated values (a mask, an upcast bf16 array has at most 65,536), and
+    formatting one element costs microseconds of Python: the distinct bit patterns are found with numpy,
+    and `known` (bit pattern → text) carries them from one piece of an array to the next, up to 65,536.
+    """
+    import numpy as np
+
+    if flat.size < _TABLE_FROM or element_type in COMPLEX_TYPES:
+        return [_format_element(v, element_type, scalar=False) for v in flat]
+    bits = flat.view(f"u{flat.dtype.itemsize}")
+    distinct, inverse = np.unique(bits, return_inverse=True)
+    texts: list[str] = []
+    for pattern, value in zip(distinct.tolist(), distinct.view(flat.dtype)):
+        text = known.get(pattern)
+        if text is None:
+            text = _format_element(value, element_type, scalar=False)
+            if len(known) < 1 << 16:
+                known[pattern] = text
+        texts.append(text)
+    return np.array(texts, dtype=object)[inverse].tolist()
+
+
 def _format_array(array: np.ndarray, element_type: str) -> str:
     if array.ndim == 0:
         return _format_element(array[()], element_type, scalar=True)
-    flat = [_format_element(v, element_type, scalar=False) for v in array.reshape(-1)]
+    known: dict[int, str] = {}
     if array.ndim == 1:
-        return "{" + ", ".join(flat) + "}"
+        # A piece at a time: a list of every element's text would be eight bytes an element more.
+        joined = [
+            ", ".join(_element_texts(array[start : start + _FORMAT_PIECE], element_type, known))
+            for start in range(0, array.size, _FORMAT_PIECE)
+        ]
+        return "{" + ", ".join(joined) + "}"
+    flat = _element_texts(array.reshape(-1), element_type, known)
     dims = array.shape
     rank = len(dims)
     row = dims[-1]
