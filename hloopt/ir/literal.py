@@ -384,10 +384,10 @@ def _check_nesting(text: str, shape: ArrayShape) -> None:
     # Rank 1 is one row, and `check` has already counted it.
     if shape.rank >= 2 and shape.element_count > 0:
         row_length = shape.dims[-1]
-        element = _ROW_COMPLEX if shape.element_type in COMPLEX_TYPES else _ELEMENT
-        for index, row in enumerate(_ROW.findall(body)):
-            # A split on separators counts plain numbers fast; parentheses need the regex.
-            count = len(element.findall(row)) if "(" in row else len(row.translate(SEPARATORS).split())
+        complex_rows = shape.element_type in COMPLEX_TYPES
+        for index, match in enumerate(_ROW.finditer(body)):  # one row's text at a time, never a list of them
+            row = match.group(1)
+            count = len(_ROW_COMPLEX.findall(row)) if complex_rows else sum(_count(piece) for piece in pieces(row))
             if count != row_length:
                 more = "more" if count > row_length else "fewer"
                 raise LiteralError(f"expects {row_length} elements in the [{index}]th element, but sees {more}")
