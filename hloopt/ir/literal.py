@@ -316,7 +316,7 @@ def pieces(body: str) -> Iterator[str]:
     start = 0
     while len(body) - start > _PIECE:
         end = start + _PIECE
-        last = _LAST_SEPARATOR.search(body, end - _SEPARATOR_WINDOW, end)
+        last = _LAST_SEPARATOR.search(body, max(start, end - _SEPARATOR_WINDOW), end)
         if last is None:  # no separator near: cut at the next one (or nowhere)
             following = _SEPARATOR.search(body, end)
             if following is None:
@@ -639,7 +639,7 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
         for piece in pieces(body):
             values = _decode_piece(piece, element_type)
             if filled + values.size > flat.size:
-                raise LiteralError(f"literal has more elements than shape has ({shape.element_count})")
+                raise LiteralError(f"literal has more elements than its shape's {flat.size}")
             flat[filled : filled + values.size] = values
             filled += values.size
         flat = flat[:filled]
