@@ -287,11 +287,7 @@ def _plain_scalar_fits(body: str, element_type: str) -> bool:
 def _check_array(body: str, shape: ArrayShape) -> None:
     if not shape.dims and _plain_scalar_fits(body, shape.element_type):
         return
-    scan = None
-    if len(body) >= _SCAN_FROM and "(" not in body:
-        from hloopt.ir.numbers import scan_numbers
-
-        scan = scan_numbers(body)
+    scan = _scan(body) if len(body) >= _SCAN_FROM and "(" not in body else None
     if scan is None:
         _check_tokens(body, BY_NAME[shape.element_type].kind)
     if shape.element_type in COMPLEX_TYPES:
@@ -299,7 +295,7 @@ def _check_array(body: str, shape: ArrayShape) -> None:
     elif scan is not None:
         found = scan.count
     else:
-        found = _count(body)
+        found = sum(_count(piece) for piece in pieces(body))
     expected = shape.element_count
     if shape.rank and "{" not in body and not body.lstrip().startswith("(") and (found != 1 or not expected):
         # XLA takes one bare scalar for an array constant (it pads with zeros), never a bare list.
@@ -307,6 +303,60 @@ def _check_array(body: str, shape: ArrayShape) -> None:
     if found != expected and not (found == 1 and "{" not in body):
         raise LiteralError(f"literal has {found} elements but shape {shape.to_text()} has {expected}")
     _check_values(body, shape, scan)
+
+
+def pieces(body: str) -> Iterator[str]:
+    """`body` in pieces of about `_PIECE` characters, each cut just after a separator (space, comma or
+    brace), so that no element is cut; one piece when `body` holds a parenthesis (complex numbers and
+    NaN payloads are read whole). A long literal is scanned, checked and decoded piece by piece, so the
+    arrays and lists made from its text stay a small fraction of the text itself."""
+    if len(body) <= _PIECE or "(" in body:
+        yield body
+        return
+    start = 0
+    while len(body) - start > _PIECE:
+        end = start + _PIECE
+        last = _LAST_SEPARATOR.search(body, max(start, end - _SEPARATOR_WINDOW), end)
+        if last is None:  # no separator near: cut at the next one (or nowhere)
+            following = _SEPARATOR.search(body, end)
+            if following is None:
+                break
+            cut = following.end()
+        else:
+            cut = last.start() + 1
+        yield body[start:cut]
+        start = cut
+    yield body[start:]
+
+
+#: How many characters a piece of a long literal holds (about; see `pieces`).
+_PIECE = 1 << 20
+#: How far back from a piece's end a separator is looked for.
+_SEPARATOR_WINDOW = 4096
+_SEPARATOR = re.compile(r"[ \t\n\r,{}]")
+_LAST_SEPARATOR = re.compile(r"[ \t\n\r,{}](?=[^ \t\n\r,{}]*\Z)")
+
+
+def _scan(body: str) -> NumberScan | None:
+    """`scan_numbers` over the pieces of `body`, their findings merged (None if any piece is not plain numbers)."""
+    from hloopt.ir.numbers import NumberScan, scan_numbers
+
+    scans: list[NumberScan] = []
+    for piece in pieces(body):
+        scan = scan_numbers(piece)
+        if scan is None:
+            return None
+        scans.append(scan)
+    if len(scans) == 1:
+        return scans[0]
+    return NumberScan(
+        count=sum(scan.count for scan in scans),
+        integer_digits=max(scan.integer_digits for scan in scans),
+        exponent=max(scan.exponent for scan in scans),
+        fractional=any(scan.fractional for scan in scans),
+        negative=any(scan.negative for scan in scans),
+        non_finite=sum(scan.non_finite for scan in scans),
+    )
 
 
 def _check_nesting(text: str, shape: ArrayShape) -> None:
@@ -334,10 +384,10 @@ def _check_nesting(text: str, shape: ArrayShape) -> None:
     # Rank 1 is one row, and `check` has already counted it.
     if shape.rank >= 2 and shape.element_count > 0:
         row_length = shape.dims[-1]
-        element = _ROW_COMPLEX if shape.element_type in COMPLEX_TYPES else _ELEMENT
-        for index, row in enumerate(_ROW.findall(body)):
-            # A split on separators counts plain numbers fast; parentheses need the regex.
-            count = len(element.findall(row)) if "(" in row else len(row.translate(SEPARATORS).split())
+        complex_rows = shape.element_type in COMPLEX_TYPES
+        for index, match in enumerate(_ROW.finditer(body)):  # one row's text at a time, never a list of them
+            row = match.group(1)
+            count = len(_ROW_COMPLEX.findall(row)) if complex_rows else sum(_count(piece) for piece in pieces(row))
             if count != row_length:
                 more = "more" if count > row_length else "fewer"
                 raise LiteralError(f"expects {row_length} elements in the [{index}]th element, but sees {more}")
@@ -375,10 +425,11 @@ _WRITTEN_NON_FINITE = re.compile(r"(?<![^\s,{}])-?(?:inf|nan)(?![^\s,{}])")
 def _check_values(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
     """Raise LiteralError for a value XLA refuses: not a number, or out of its type's range."""
     element_type = shape.element_type
-    if element_type in INT_TYPES:
-        _check_integers(body, element_type, scan)
-    elif element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
-        _check_floats(body, shape, scan)
+    for piece in pieces(body):  # the scan's bounds hold for every piece
+        if element_type in INT_TYPES:
+            _check_integers(piece, element_type, scan)
+        elif element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
+            _check_floats(piece, shape, scan)
 
 
 def _integer_range(element_type: str) -> tuple[int, int]:
@@ -550,6 +601,25 @@ def _decode_floats(tokens: list[str], element_type: str) -> np.ndarray:
     return values
 
 
+def _decode_piece(body: str, element_type: str) -> np.ndarray:
+    """The elements of a non-complex literal text (or a piece of one), flat, in `element_type`."""
+    import numpy as np
+
+    if element_type in FLOAT_TYPES and len(body) >= _SCAN_FROM and "nan" not in body:
+        # Correctly rounded, as Python's float() and XLA's strtod (numpy reads `-nan` without its sign).
+        numbers = _c_numbers(body, np.float64)
+        if numbers is not None:
+            return _stored_floats(numbers, element_type)
+    tokens = _ELEMENT.findall(body)
+    if element_type == "pred":
+        return np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
+    if element_type in FLOAT_TYPES:
+        return _decode_floats(tokens, element_type)
+    if element_type == "u64":
+        return np.array([int(t) % (1 << 64) for t in tokens], dtype=np.uint64)
+    return np.array(tokens, dtype=np.int64).astype(numpy_dtype(element_type))
+
+
 def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
     import numpy as np
 
@@ -562,16 +632,19 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
     if element_type in COMPLEX_TYPES:
         pairs = _COMPLEX_ELEMENT.findall(body)
         flat = np.array([float(r) + 1j * float(i) for r, i in pairs], dtype=dtype)
+    elif len(body) > _PIECE and "(" not in body:
+        # Piece by piece into the array itself: no list of a string per element, no float64 copy of it all.
+        flat = np.empty(shape.element_count, dtype)
+        filled = 0
+        for piece in pieces(body):
+            values = _decode_piece(piece, element_type)
+            if filled + values.size > flat.size:
+                raise LiteralError(f"literal has more elements than its shape's {flat.size}")
+            flat[filled : filled + values.size] = values
+            filled += values.size
+        flat = flat[:filled]
     else:
-        tokens = _ELEMENT.findall(body)
-        if element_type == "pred":
-            flat = np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
-        elif element_type in FLOAT_TYPES:
-            flat = _decode_floats(tokens, element_type)
-        elif element_type == "u64":
-            flat = np.array([int(t) % (1 << 64) for t in tokens], dtype=np.uint64)
-        else:
-            flat = np.array(tokens, dtype=np.int64).astype(dtype)
+        flat = _decode_piece(body, element_type)
     if flat.size == 1 and shape.element_count != 1:
         padded = np.zeros(shape.element_count, dtype=dtype)
         padded[:1] = flat
@@ -677,12 +750,48 @@ def _format_element(value: Any, element_type: str, scalar: bool) -> str:
     return str(int(value))
 
 
+#: Arrays with at least this many elements are formatted per distinct value (`_element_texts`).
+_TABLE_FROM = 4096
+#: How many elements of a large array are formatted, and joined, at a time.
+_FORMAT_PIECE = 1 << 18
+
+
+def _element_texts(flat: np.ndarray, element_type: str, known: dict[int, str]) -> list[str]:
+    """The texts of the elements of the 1-D array `flat`, each distinct value formatted once.
+
+    Large constants are mostly repeated values (a mask, an upcast bf16 array has at most 65,536), and
+    formatting one element costs microseconds of Python: the distinct bit patterns are found with numpy,
+    and `known` (bit pattern → text) carries them from one piece of an array to the next, up to 65,536.
+    """
+    import numpy as np
+
+    if flat.size < _TABLE_FROM or element_type in COMPLEX_TYPES:
+        return [_format_element(v, element_type, scalar=False) for v in flat]
+    bits = flat.view(f"u{flat.dtype.itemsize}")
+    distinct, inverse = np.unique(bits, return_inverse=True)
+    texts: list[str] = []
+    for pattern, value in zip(distinct.tolist(), distinct.view(flat.dtype)):
+        text = known.get(pattern)
+        if text is None:
+            text = _format_element(value, element_type, scalar=False)
+            if len(known) < 1 << 16:
+                known[pattern] = text
+        texts.append(text)
+    return np.array(texts, dtype=object)[inverse].tolist()
+
+
 def _format_array(array: np.ndarray, element_type: str) -> str:
     if array.ndim == 0:
         return _format_element(array[()], element_type, scalar=True)
-    flat = [_format_element(v, element_type, scalar=False) for v in array.reshape(-1)]
+    known: dict[int, str] = {}
     if array.ndim == 1:
-        return "{" + ", ".join(flat) + "}"
+        # A piece at a time: a list of every element's text would be eight bytes an element more.
+        joined = [
+            ", ".join(_element_texts(array[start : start + _FORMAT_PIECE], element_type, known))
+            for start in range(0, array.size, _FORMAT_PIECE)
+        ]
+        return "{" + ", ".join(joined) + "}"
+    flat = _element_texts(array.reshape(-1), element_type, known)
     dims = array.shape
     rank = len(dims)
     row = dims[-1]
