@@ -237,8 +237,7 @@ def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
         return
     for leaf in leaf_shapes(shape):
         layout = leaf.layout
-        tail = layout.tail if layout is not None else ""
-        if layout is not None and "P(" in tail:
+        if layout is not None and layout.physical_shape is not None:
             raise _fail(instruction, f"Layout has physical shape, but is not for a sparse array: {layout.to_text()}")
 
 
