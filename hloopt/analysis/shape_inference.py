@@ -9,7 +9,7 @@ for anything else the answer is None ("unknown").
 
 from __future__ import annotations
 
-from hloopt.ir.attribute_values import DotDimensionNumbers, dot_dimension_numbers, int_list
+from hloopt.ir.attribute_values import DotDimensionNumbers, dot_dimension_numbers, integers
 from hloopt.ir.element_types import COMPLEX_OF, COMPLEX_PARTS
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import (
@@ -59,7 +59,7 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
         return TupleShape(tuple(known)) if len(known) == len(operands) else None
     if op == "get-tuple-element":
         source = operands[0] if operands else None
-        index = int_list(instruction.attributes.get("index"))
+        index = integers(instruction.attributes.get("index"))
         if isinstance(source, TupleShape) and index and 0 <= index[0] < len(source.elements):
             return source.elements[index[0]]
         return None
@@ -80,7 +80,7 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
     if op == "dot" and len(arrays) == 2:
         return dot_shape(arrays[0], arrays[1], dot_dimension_numbers(instruction.attributes), first.element_type)
     if op == "transpose":
-        perm = int_list(instruction.attributes.get("dimensions"))
+        perm = integers(instruction.attributes.get("dimensions"))
         if sorted(perm) != list(range(first.rank)):
             return None
         return ArrayShape(first.element_type, tuple(first.dims[p] for p in perm), tuple(first.dynamic[p] for p in perm))

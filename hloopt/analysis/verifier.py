@@ -14,7 +14,7 @@ import math
 from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer
 from hloopt.errors import HloError, definition_offset, parse_error_at
 from hloopt.ir import element_types
-from hloopt.ir.attribute_values import dot_dimension_numbers, int_list
+from hloopt.ir.attribute_values import dot_dimension_numbers, integers
 from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import (
@@ -164,7 +164,7 @@ def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
     operands = [shapes(o) for o in instruction.operands]
     source = operands[0] if operands else None
     if op == "get-tuple-element" and isinstance(source, TupleShape):
-        index, size = int_list(instruction.attributes.get("index")), len(source.elements)
+        index, size = integers(instruction.attributes.get("index")), len(source.elements)
         if not index or not 0 <= index[0] < size:
             return [f"index {index[0] if index else '(none)'} is out of range for a tuple of {size} elements"]
     if (
@@ -363,7 +363,7 @@ def _check_sizes(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
         if before != after:
             return [f"reshape of {source.to_text(False)} ({before} elements) to {result.to_text(False)} ({after})"]
         return []
-    dimensions = int_list(instruction.attributes.get("dimensions"))
+    dimensions = integers(instruction.attributes.get("dimensions"))
     if len(dimensions) != source.rank or any(not 0 <= d < result.rank for d in dimensions):
         return [
             f"broadcast dimensions={{{','.join(map(str, dimensions))}}} do not map {source.to_text(False)} into "

@@ -33,7 +33,7 @@ __all__ = [
     "Window",
     "WindowDimension",
     "dot_dimension_numbers",
-    "int_list",
+    "integers",
     "read_from",
 ]
 
@@ -118,7 +118,6 @@ class Precision(_Spelled):
     DEFAULT = "default"
     HIGH = "high"
     HIGHEST = "highest"
-    PACKED_NIBBLE = "packed_nibble"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,20 +200,25 @@ class ConvolutionDimensionNumbers(_Read):
     output_batch: int
     output_feature: int
     output_spatial: tuple[int, ...]
+    #: The input's, kernel's and output's ranks where they have dimensions none of the above names
+    #: (``b01f?``); 0 when the named ones are all.
+    ranks: tuple[int, int, int] = (0, 0, 0)
 
     def canonical_text(self) -> str:
         """``ConvolutionDimensionNumbersToString``: each side's labels by dimension, ``?`` where none."""
 
-        def labels(first: tuple[int, str], second: tuple[int, str], spatial: tuple[int, ...]) -> str:
-            marks = ["?"] * (2 + len(spatial))
-            for dimension, mark in (first, second, *((d, str(i)) for i, d in enumerate(spatial))):
-                if 0 <= dimension < len(marks):
+        def labels(first: tuple[int, str], second: tuple[int, str], spatial: tuple[int, ...], rank: int) -> str:
+            named = (first, second, *((d, str(i)) for i, d in enumerate(spatial)))
+            marks = ["?"] * max(rank, 2 + len(spatial), *(d + 1 for d, _ in named))  # `?`: a dimension none names
+            for dimension, mark in named:
+                if dimension >= 0:
                     marks[dimension] = mark
             return "".join(marks)
 
-        lhs = labels((self.input_batch, "b"), (self.input_feature, "f"), self.input_spatial)
-        rhs = labels((self.kernel_input_feature, "i"), (self.kernel_output_feature, "o"), self.kernel_spatial)
-        out = labels((self.output_batch, "b"), (self.output_feature, "f"), self.output_spatial)
+        lhs_rank, rhs_rank, out_rank = self.ranks
+        lhs = labels((self.input_batch, "b"), (self.input_feature, "f"), self.input_spatial, lhs_rank)
+        rhs = labels((self.kernel_input_feature, "i"), (self.kernel_output_feature, "o"), self.kernel_spatial, rhs_rank)
+        out = labels((self.output_batch, "b"), (self.output_feature, "f"), self.output_spatial, out_rank)
         return f"{lhs}_{rhs}->{out}"
 
 
@@ -228,7 +232,7 @@ class DotDimensionNumbers:
     rhs_contracting: tuple[int, ...] = ()
 
 
-def int_list(value: object) -> tuple[int, ...]:
+def integers(value: object) -> tuple[int, ...]:
     """The integers of an `IntList` or `Int` attribute value; () for none (an absent attribute)."""
     if isinstance(value, IntList):
         return value.values
@@ -240,16 +244,32 @@ def int_list(value: object) -> tuple[int, ...]:
 def dot_dimension_numbers(attributes: Mapping[str, object]) -> DotDimensionNumbers:
     """A dot's dimension numbers from its attributes (a list left out is empty, as XLA reads it)."""
     return DotDimensionNumbers(
-        int_list(attributes.get("lhs_batch_dims")),
-        int_list(attributes.get("lhs_contracting_dims")),
-        int_list(attributes.get("rhs_batch_dims")),
-        int_list(attributes.get("rhs_contracting_dims")),
+        integers(attributes.get("lhs_batch_dims")),
+        integers(attributes.get("lhs_contracting_dims")),
+        integers(attributes.get("rhs_batch_dims")),
+        integers(attributes.get("rhs_contracting_dims")),
     )
 
 
 def _quoted(text: str) -> str:
     """`text` as an HLO string literal (``CEscape`` of quotes and backslashes)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+#: The order of ``OpMetadataToString``.
+_METADATA_ORDER = (
+    "op_type",
+    "op_name",
+    "source_file",
+    "source_line",
+    "source_end_line",
+    "source_column",
+    "source_end_column",
+    "profile_type",
+    "deduplicated_name",
+    "scheduling_name",
+    "metadata_payload",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +292,12 @@ class Metadata(_Read):
         return Metadata(head + tuple((k, v) for k, v in self.entries if k not in ("op_type", "op_name")))
 
     def canonical_text(self) -> str:
-        return "{" + " ".join(f"{k}={v}" for k, v in self.entries) + "}"
+        """XLA's fields in XLA's order, an empty string or a zero left out as XLA leaves it out; the entries
+        XLA's print does not show (``stack_frame_id``, keys newer than it) after them,
+        so that no entry is lost."""
+        rank = {key: i for i, key in enumerate(_METADATA_ORDER)}
+        entries = sorted(self.entries, key=lambda entry: rank.get(entry[0], len(rank)))
+        return "{" + " ".join(f"{k}={v}" for k, v in entries if v not in ('""', "0")) + "}"
 
 
 @dataclass(frozen=True, slots=True)

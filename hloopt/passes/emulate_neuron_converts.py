@@ -170,8 +170,14 @@ class _Emitter:
         layout = self.result.layout and Layout(self.result.layout.minor_to_major)
         return ArrayShape(element_type, self.result.dims, self.result.dynamic, layout)
 
-    def op(self, opcode: str, element_type: str, *operands: Instruction, **attributes: AttributeValue) -> Instruction:
-        return self.builder.add(opcode, self.like(element_type), operands, dict[str, AttributeValue](attributes))
+    def op(
+        self,
+        opcode: str,
+        element_type: str,
+        *operands: Instruction,
+        attributes: dict[str, AttributeValue] | None = None,
+    ) -> Instruction:
+        return self.builder.add(opcode, self.like(element_type), operands, attributes)
 
     def convert(self, value: Instruction, element_type: str) -> Instruction:
         return self.builder.add("convert", self.like(element_type), [value], {"frontend_attributes": self.stamp})
@@ -189,11 +195,11 @@ class _Emitter:
         key = (element_type, array.tobytes())
         if key not in self._constants:
             scalar = self.builder.constant(Literal.from_value(ArrayShape(element_type), array))
-            self._constants[key] = self.op("broadcast", element_type, scalar, dimensions=IntList(()))
+            self._constants[key] = self.op("broadcast", element_type, scalar, attributes={"dimensions": IntList(())})
         return self._constants[key]
 
     def compare(self, a: Instruction, b: Instruction, direction: ComparisonDirection) -> Instruction:
-        return self.op("compare", "pred", a, b, direction=direction)
+        return self.op("compare", "pred", a, b, attributes={"direction": direction})
 
     def select(self, where: Instruction, then: Instruction, otherwise: Instruction) -> Instruction:
         """Every select of the lowering picks between f32 values (the hub and its substitutes)."""

@@ -101,7 +101,14 @@ def _convolution_dimension_numbers(text: str) -> ConvolutionDimensionNumbers:
     lhs, underscore, rhs = lhs_rhs.partition("_")
     if not (arrow and underscore):
         raise _Unreadable(text)
-    return ConvolutionDimensionNumbers(*_labels(lhs, "b", "f"), *_labels(rhs, "i", "o"), *_labels(out, "b", "f"))
+    sides = (lhs, rhs, out)
+    ranks = tuple(len(side) if "?" in side else 0 for side in sides)
+    return ConvolutionDimensionNumbers(
+        *_labels(lhs, "b", "f"),
+        *_labels(rhs, "i", "o"),
+        *_labels(out, "b", "f"),
+        ranks=ranks,  # type: ignore[arg-type]
+    )
 
 
 def _precision_list(text: str) -> PrecisionList:
