@@ -111,7 +111,7 @@ KINDS: dict[str, Kind] = {
     **_each(
         Kind.OTHER,
         "api_version domain mode order origin outfeed_shape operand_layout_constraints padding_type"
-        " parameter_replication result_accuracy schedule shifts sparsity_config statistics",
+        " parameter_replication result_accuracy schedule shifts sparsity_config statistics transpose_a",
     ),
     **_each(Kind.COMPUTATION, "to_apply body condition calls select scatter true_computation false_computation"),
     **_each(Kind.COMPUTATION_LIST, "branch_computations called_computations"),
