@@ -61,22 +61,26 @@ def value_end(text: str, start: int, stops: str = " ,}") -> int:
     return i
 
 
-def split_top(text: str) -> list[str]:
-    """`text` split at the commas outside brackets and strings (an unclosed group runs to the end)."""
+def split_top(text: str, separators: str = ",", strict: bool = False) -> list[str]:
+    """`text` split at the `separators` outside brackets and strings. An unclosed group runs to the end;
+    `strict`: it is a `BracketError`, and so is a closing bracket that closes nothing."""
     parts: list[str] = []
     begin = i = 0
     while i < len(text):
         ch = text[i]
-        if ch == ",":
+        if ch in separators:
             parts.append(text[begin:i])
             begin = i = i + 1
-            continue
-        if ch == '"' or ch in _OPEN:
+        elif ch == '"' or ch in _OPEN:
             try:
                 i = value_end(text, i)
             except BracketError:
+                if strict:
+                    raise BracketError(f"unclosed {ch!r}") from None
                 break
-            continue
-        i += 1
+        elif strict and ch in _CLOSE:
+            raise BracketError(f"unbalanced {ch!r}")
+        else:
+            i += 1
     parts.append(text[begin:])
     return parts

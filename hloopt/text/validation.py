@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
 
+from hloopt.ir.brackets import split_top
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_WRAPPERS, BY_NAME, allowed_attributes, base_opcode, required_attributes
@@ -122,28 +123,6 @@ def _check_alias_list(value: str, key: str) -> None:
     for part in split_top(inner):
         if not entry.fullmatch(part):
             raise InvalidHlo(f"malformed {key} entry {part.strip()!r}", attribute=key)
-
-
-def split_top(text: str) -> list[str]:
-    """Split at commas outside brackets and double-quoted strings."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    quoted = False
-    for i, ch in enumerate(text):
-        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif ch in "{([":
-            depth += 1
-        elif ch in "})]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
 
 
 @dataclass(frozen=True, slots=True)
