@@ -167,7 +167,7 @@ def _attribute_text(relative: Path, source: str) -> list[str]:
             else None
         )
         if name in TEXT_READERS:
-            problems.append(f"{relative}:{getattr(node, "lineno", "?")}: reads text with {name}")
+            problems.append(f"{relative}:{getattr(node, 'lineno', '?')}: reads text with {name}")
     return problems
 
 
