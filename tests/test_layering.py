@@ -127,7 +127,7 @@ ATTRIBUTE_TEXT = re.compile(
     r"|operand_precision|fft_type|distribution|channel_id|[lr]hs_\w+_dims)=|\b[ETSLM]\\?\(|\bSC\\?\("
 )
 #: Readers of attribute or layout text: names that must not appear in passes/ or analysis/.
-TEXT_READERS = frozenset({"parse_map", "int_list", "tail", "split_top", "findall", "_MapReader"})
+TEXT_READERS = frozenset({"parse_map", "int_list", "tail", "findall", "_MapReader", "read_value"})
 #: (file, string): the allowed attribute text, each for a stated reason.
 TEXT_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("analysis/verifier.py", "broadcast dimensions={"): "an error message quoting the attribute as XLA prints it",
