@@ -18,6 +18,8 @@ class Kind(Enum):
     BOOL = "kBool"
     FLOAT = "kFloat"
     STRING = "kString"
+    #: A string or JSON config hloopt passes through as written (``backend_config``).
+    CONFIG = "kString, kept as written"
     INT_LIST = "kBracedInt64List"
     INT_LIST_LIST = "kBracedInt64ListList"
     WINDOW = "kWindow"
@@ -46,6 +48,7 @@ class Kind(Enum):
 TYPED: frozenset[Kind] = frozenset(
     {
         Kind.INT,
+        Kind.STRING,
         Kind.INT_LIST,
         Kind.WINDOW,
         Kind.CONVOLUTION_DIMENSION_NUMBERS,
@@ -103,11 +106,8 @@ KINDS: dict[str, Kind] = {
     **_each(Kind.REPLICA_GROUPS, "replica_groups"),
     **_each(Kind.ALIASING, "output_to_operand_aliasing"),
     **_each(Kind.ALGORITHM, "algorithm"),
-    **_each(
-        Kind.STRING,
-        "custom_call_target backend_config async_execution_thread infeed_config outfeed_config literal"
-        " convolution_kind",
-    ),
+    **_each(Kind.STRING, "custom_call_target async_execution_thread convolution_kind"),
+    **_each(Kind.CONFIG, "backend_config infeed_config outfeed_config literal"),
     **_each(
         Kind.OTHER,
         "api_version domain mode order origin outfeed_shape operand_layout_constraints padding_type"

@@ -29,6 +29,7 @@ __all__ = [
     "Precision",
     "PrecisionList",
     "RandomDistribution",
+    "String",
     "Typed",
     "Window",
     "WindowDimension",
@@ -251,9 +252,23 @@ def dot_dimension_numbers(attributes: Mapping[str, object]) -> DotDimensionNumbe
     )
 
 
+#: ``absl::CEscape``: what XLA escapes in a string it prints.
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
 def _quoted(text: str) -> str:
-    """`text` as an HLO string literal (``CEscape`` of quotes and backslashes)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """`text` as an HLO string literal, escaped as ``CEscape`` escapes it."""
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class String(_Read):
+    """A string attribute (``custom_call_target="foo"``): its characters, unescaped."""
+
+    value: str
+
+    def canonical_text(self) -> str:
+        return _quoted(self.value)
 
 
 #: The order of ``OpMetadataToString``.
@@ -337,4 +352,5 @@ Typed = (
     | FftType
     | RandomDistribution
     | FusionKind
+    | String
 )

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.errors import HloError
-from hloopt.ir.attribute_values import IntList
+from hloopt.ir.attribute_values import IntList, String
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import BY_NAME
 from hloopt.ir.literal import Literal
@@ -129,8 +129,8 @@ def _refuse_unrunnable(module: Module) -> None:
     """Raise `NotCpuRunnable` for the first custom call XLA's CPU backend cannot run (`_UNRUNNABLE_TARGETS`)."""
     for instruction in module.instructions():
         if instruction.opcode == "custom-call":
-            target = instruction.attributes.get("custom_call_target")
-            target = target.strip('"') if isinstance(target, str) else ""
+            written = instruction.attributes.get("custom_call_target")
+            target = written.value if isinstance(written, String) else ""
             for pattern, reason in _UNRUNNABLE_TARGETS:
                 if pattern.fullmatch(target):
                     raise NotCpuRunnable(f"{where(instruction)} calls {target}, {reason}")

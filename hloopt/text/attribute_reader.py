@@ -27,12 +27,13 @@ from hloopt.ir.attribute_values import (
     Precision,
     PrecisionList,
     RandomDistribution,
+    String,
     Typed,
     Window,
     WindowDimension,
     read_from,
 )
-from hloopt.ir.brackets import BracketError, value_end
+from hloopt.ir.brackets import BracketError, string_end, value_end
 from hloopt.ir.module import Module
 
 _COMMENT = re.compile(r"/\*(?:[^*]|\*(?!/))*\*/")
@@ -58,6 +59,28 @@ def _int_list(text: str) -> IntList:
     if not (body.startswith("{") and body.endswith("}")):
         raise _Unreadable(text)
     return IntList(tuple(map(int, _INTEGER.findall(body))))
+
+
+_UNESCAPED = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+
+
+def _string(text: str) -> String:
+    """``"…"``, its escapes undone (an octal or hex escape is left to the text)."""
+    body = text.strip(_BLANKS)
+    if len(body) < 2 or body[0] != '"' or string_end(body, 0) != len(body):
+        raise _Unreadable(text)
+    if "\\" not in body:
+        return String(body[1:-1])
+    out: list[str] = []
+    i = 1
+    while i < len(body) - 1:
+        if body[i] == "\\":
+            out.append(_UNESCAPED[body[i + 1]])  # a KeyError for another escape
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return String("".join(out))
 
 
 def _window(text: str) -> Window:
@@ -157,6 +180,7 @@ def _direction(text: str) -> ComparisonDirection:
 
 _READERS: dict[Kind, Callable[[str], Typed]] = {
     Kind.INT: _int,
+    Kind.STRING: _string,
     Kind.INT_LIST: _int_list,
     Kind.WINDOW: _window,
     Kind.CONVOLUTION_DIMENSION_NUMBERS: _convolution_dimension_numbers,
@@ -180,7 +204,7 @@ def read_value(kind: Kind, text: str) -> Typed | str:
         return text
     try:
         value = reader(text)
-    except (ValueError, IndexError, BracketError):  # _Unreadable, a bad int or enum member, an open bracket
+    except (ValueError, IndexError, KeyError, BracketError):  # _Unreadable, a bad int, enum member or escape
         return text
     return value if isinstance(value, Enum) else read_from(value, text)  # an enum prints as XLA spells it
 

@@ -28,6 +28,7 @@ from hloopt.ir.attribute_values import (
     Precision,
     PrecisionList,
     RandomDistribution,
+    String,
     Window,
     WindowDimension,
 )
@@ -59,6 +60,8 @@ def test_a_direction_is_read_in_any_case_as_xla_reads_it() -> None:
     [
         (Kind.INT, "0", Int(0)),
         (Kind.INT, "-3", Int(-3)),
+        (Kind.STRING, '"__cublas$gemm"', String("__cublas$gemm")),
+        (Kind.STRING, '"a\\"b\\\\c\\n\\\'"', String("a\"b\\c\n'")),
         (Kind.INT_LIST, "{}", IntList(())),
         (Kind.INT_LIST, "{1,0,2}", IntList((1, 0, 2))),
         (Kind.INT_LIST, "{ 1, /*x*/ 0 }", IntList((1, 0))),
@@ -107,6 +110,7 @@ def test_every_typed_kind_has_a_case() -> None:
     """The exhaustive list of kinds the reader models: a new one needs its cases above."""
     assert {
         Kind.INT,
+        Kind.STRING,
         Kind.INT_LIST,
         Kind.PRECISION_LIST,
         Kind.WINDOW,
@@ -123,6 +127,7 @@ def test_text_no_reader_takes_stays_text() -> None:
     assert read_value(Kind.CONVOLUTION_DIMENSION_NUMBERS, "0f_0io->0f") == "0f_0io->0f"
     assert read_value(Kind.PRECISION_LIST, "{packed_nibble}") == "{packed_nibble}"  # jaxlib 0.10 refuses it
     assert read_value(Kind.SHARDING, "{replicated}") == "{replicated}"
+    assert read_value(Kind.STRING, '"\\101"') == '"\\101"'  # an octal escape
 
 
 def test_a_module_holds_typed_values_and_prints_as_it_was_written() -> None:
@@ -215,6 +220,8 @@ def _cases() -> list[str]:
                 image, f"  ROOT %c = f32[1,4,4,2]{{3,2,1,0}} convolution(%a, %k), window={window}, dim_labels={labels}"
             )
         )
+    for target in ["foo", 'a\\"b\\\\c', "tab\\there", "it\\'s"]:
+        cases.append(_HEAD + _entry(two, f'  ROOT %c = f32[4]{{0}} custom-call(%a), custom_call_target="{target}"'))
     for metadata in [
         'metadata={op_type="add" op_name="jit(f)/add" source_file="/a/b.py" source_line=3}',
         'metadata={op_name="a\\"b" source_line=2 source_end_line=4 source_column=1 source_end_column=9}',
@@ -230,7 +237,7 @@ def _cases() -> list[str]:
 _CASES = _cases()
 _TYPED_ATTRIBUTE = re.compile(
     r", (direction|type|fft_type|fft_length|distribution|kind|operand_precision|window|dim_labels|metadata"
-    r"|frontend_attributes|[lr]hs_contracting_dims)="
+    r"|frontend_attributes|[lr]hs_contracting_dims|custom_call_target)="
 )
 
 
