@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from enum import Enum
 
-from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, TYPED, Kind
+from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, TYPED, Kind, kind_of
 from hloopt.ir.attribute_values import (
     ComparisonDirection,
     ComparisonType,
@@ -227,8 +227,7 @@ def read_attributes(module: Module) -> None:
                 seen = read.get(key)
                 if seen is None:
                     if key in _BY_OPCODE_NAMES and type(value) is str:
-                        kind = BY_OPCODE.get((instruction.opcode, key)) or _TYPED_BY_NAME.get(key)
-                        attributes[key] = value if kind is None else read_value(kind, value)
+                        attributes[key] = read_value(kind_of(instruction.opcode, key), value)
                 elif type(value) is str:
                     typed = seen.get(value)
                     if typed is None:
