@@ -3,9 +3,10 @@
 
 Every value is frozen and compares by meaning. `to_text` is the value as XLA prints it; a value the
 parser read keeps the text it was read from and prints that instead, so a module's own spelling
-(blanks, comments, a lower-case direction) survives a round trip as it did when attributes were text,
+(blanks, comments, defaults spelled out) survives a round trip as it did when attributes were text,
 and XLA's canonical print, which is that spelling, reads back byte for byte. A value made or changed
-by a pass has no source text and prints as XLA would.
+by a pass has no source text and prints as XLA would. An enum has one spelling: a direction written
+in lower case (XLA reads any case) prints in upper case, as XLA prints it.
 """
 
 from __future__ import annotations
