@@ -8,6 +8,7 @@ exception is named in `LAZY_EXCEPTIONS`.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,90 @@ def test_a_wrong_edge_is_caught() -> None:
     source = "import jax\nfrom hloopt.text.parser import parse\ndef f():\n    from ..xla import bridge\n"
     problems = _violations(Path("passes/probe.py"), source)
     assert len(problems) == 3, problems
+
+
+# -- passes and analysis use typed attribute values, never attribute text -----------------------------
+
+#: Attribute text in a string: a ``name=`` of an attribute, a ``={`` value or a ``{key=`` map, an empty ``{}`` list, a
+#: layout tail item (``E(``, ``T(``, ``S(``), or a regex for one (``E\(``).
+ATTRIBUTE_TEXT = re.compile(
+    r"=\s*\{|^\{\}$|\{\w+=|\b(?:dimensions|direction|index|window|dim_labels|metadata|frontend_attributes|kind|type"
+    r"|operand_precision|fft_type|distribution|channel_id|[lr]hs_\w+_dims)=|\b[ETSLM]\\?\(|\bSC\\?\("
+)
+#: Readers of attribute or layout text: names that must not appear in passes/ or analysis/.
+TEXT_READERS = frozenset({"parse_map", "int_list", "tail", "findall", "_MapReader", "read_value"})
+#: (file, string): the allowed attribute text, each for a stated reason.
+TEXT_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("analysis/verifier.py", "broadcast dimensions={"): "an error message quoting the attribute as XLA prints it",
+    ("passes/registry.py", "expected name{option=value …} in --passes, got "): "the --passes syntax, no attribute",
+}
+TYPED_PARTS = ("passes", "analysis")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants of `tree`."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def _attribute_text(relative: Path, source: str) -> list[str]:
+    """Each place in the file at `relative` that spells or reads attribute text."""
+    tree = ast.parse(source, str(relative))
+    docstrings = _docstrings(tree)
+    problems: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            match = ATTRIBUTE_TEXT.search(node.value)
+            if match and (relative.as_posix(), node.value) not in TEXT_EXCEPTIONS:
+                problems.append(f"{relative}:{node.lineno}: attribute text {node.value!r}")
+        name = (
+            node.id
+            if isinstance(node, ast.Name)
+            else node.attr
+            if isinstance(node, ast.Attribute)
+            else node.name
+            if isinstance(node, ast.alias)
+            else None
+        )
+        if name in TEXT_READERS:
+            problems.append(f"{relative}:{getattr(node, 'lineno', '?')}: reads text with {name}")
+    return problems
+
+
+TYPED_FILES = [p for p in FILES if p.relative_to(PACKAGE).parts[0] in TYPED_PARTS]
+
+
+@pytest.mark.parametrize("path", TYPED_FILES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_passes_and_analysis_hold_no_attribute_text(path: Path) -> None:
+    relative = path.relative_to(PACKAGE)
+    assert _attribute_text(relative, path.read_text()) == []
+
+
+def test_the_text_exceptions_are_still_needed() -> None:
+    for file, text in TEXT_EXCEPTIONS:
+        source = (PACKAGE / file).read_text()
+        strings = [n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)]
+        assert text in strings, f"{file} no longer has {text!r}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'attributes = {"dimensions": "{}"}',
+        'x = f"direction={d}"',
+        "t = layout.tail",
+        'pattern = re.compile(r"E\\(\\d+\\)")',
+        "from hloopt.ir.attributes import parse_map",
+        'dims = int_list(instruction.attributes.get("dimensions"))',
+        'metadata = "{op_name=" + name + "}"',
+        'text = "T(8,128)"',
+    ],
+)
+def test_attribute_text_is_caught(source: str) -> None:
+    """The checker itself: each way of building or reading attribute text is found."""
+    assert _attribute_text(Path("passes/probe.py"), source)

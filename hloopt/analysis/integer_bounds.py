@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hloopt.analysis.shape_inference import ShapeResolver, int_list
+from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.ir import element_types
+from hloopt.ir.attribute_values import dot_dimension_numbers
 from hloopt.ir.element_types import INT_TYPES
 from hloopt.ir.module import Instruction
 from hloopt.ir.shape import ArrayShape
@@ -46,7 +47,7 @@ def dot_bound(dot: Instruction, shapes: ShapeResolver) -> DotBound | None:
     if lhs.element_type not in INT_TYPES or rhs.element_type not in INT_TYPES:
         return None
     k = 1
-    for d in int_list(dot.attributes.get("lhs_contracting_dims")):
+    for d in dot_dimension_numbers(dot.attributes).lhs_contracting:
         k *= lhs.dims[d] if d < lhs.rank else 1
     a, b = element_types.BY_NAME[lhs.element_type], element_types.BY_NAME[rhs.element_type]
     products = [int(x) * int(y) for x in (a.lowest, a.highest) for y in (b.lowest, b.highest)]

@@ -9,8 +9,7 @@ for anything else the answer is None ("unknown").
 
 from __future__ import annotations
 
-import re
-
+from hloopt.ir.attribute_values import DotDimensionNumbers, dot_dimension_numbers, integers
 from hloopt.ir.element_types import COMPLEX_OF, COMPLEX_PARTS
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import (
@@ -36,22 +35,14 @@ INFERABLE: frozenset[str] = ELEMENTWISE_INFERRED | {
     "shuffle",
 }
 
-_INTS = re.compile(r"-?\d+")
-
-
-def int_list(value: object) -> tuple[int, ...]:
-    """``{0,1}`` → (0, 1); a missing attribute is ()."""
-    return tuple(int(x) for x in _INTS.findall(value)) if isinstance(value, str) else ()
-
 
 def _complex_part(shape: ArrayShape) -> ArrayShape:
     return shape.with_element_type(COMPLEX_PARTS.get(shape.element_type, shape.element_type))
 
 
-def dot_shape(lhs: ArrayShape, rhs: ArrayShape, attributes: dict, element_type: str) -> ArrayShape | None:
+def dot_shape(lhs: ArrayShape, rhs: ArrayShape, numbers: DotDimensionNumbers, element_type: str) -> ArrayShape | None:
     """Batch dims, then lhs free dims, then rhs free dims (XLA's InferDotOpShape)."""
-    lb, rb = int_list(attributes.get("lhs_batch_dims")), int_list(attributes.get("rhs_batch_dims"))
-    lc, rc = int_list(attributes.get("lhs_contracting_dims")), int_list(attributes.get("rhs_contracting_dims"))
+    lb, rb, lc, rc = numbers.lhs_batch, numbers.rhs_batch, numbers.lhs_contracting, numbers.rhs_contracting
     if any(not 0 <= d < lhs.rank for d in lb + lc) or any(not 0 <= d < rhs.rank for d in rb + rc):
         return None
     picked = [(lhs, i) for i in lb]
@@ -68,7 +59,7 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
         return TupleShape(tuple(known)) if len(known) == len(operands) else None
     if op == "get-tuple-element":
         source = operands[0] if operands else None
-        index = int_list(instruction.attributes.get("index"))
+        index = integers(instruction.attributes.get("index"))
         if isinstance(source, TupleShape) and index and 0 <= index[0] < len(source.elements):
             return source.elements[index[0]]
         return None
@@ -87,9 +78,9 @@ def infer(instruction: Instruction, operands: list[Shape | None]) -> Shape | Non
     if op == "complex":
         return first.with_element_type(COMPLEX_OF.get(first.element_type, "c64"))
     if op == "dot" and len(arrays) == 2:
-        return dot_shape(arrays[0], arrays[1], instruction.attributes, first.element_type)
+        return dot_shape(arrays[0], arrays[1], dot_dimension_numbers(instruction.attributes), first.element_type)
     if op == "transpose":
-        perm = int_list(instruction.attributes.get("dimensions"))
+        perm = integers(instruction.attributes.get("dimensions"))
         if sorted(perm) != list(range(first.rank)):
             return None
         return ArrayShape(first.element_type, tuple(first.dims[p] for p in perm), tuple(first.dynamic[p] for p in perm))

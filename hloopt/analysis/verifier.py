@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 
-from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer, int_list
+from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer
 from hloopt.errors import HloError, definition_offset, parse_error_at
 from hloopt.ir import element_types
+from hloopt.ir.attribute_values import dot_dimension_numbers, integers
 from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import (
@@ -26,7 +27,7 @@ from hloopt.ir.opcodes import (
     RESULT_FROM,
     UNARY_SAME,
 )
-from hloopt.ir.shape import ArrayShape, Shape, TupleShape, leaf_shapes
+from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
 #: Elementwise opcodes with no element-type rule of their own.
 _PLAIN_ELEMENTWISE = (UNARY_SAME | BINARY_SAME) - INTEGER_OR_PRED_OPERANDS - INTEGER_OPERANDS - FLOAT_OPERANDS
@@ -52,19 +53,31 @@ class VerificationError(HloError):
 
 
 def same_shape(a: Shape | None, b: Shape | None) -> bool:
-    """Equal element types and dimensions; layouts are not compared."""
+    """Equal structure, element types and dimensions (bounded or not, as written); layouts are not compared."""
     if a is None or b is None:
         return False
-    if a is b:
-        return True
-    if (
-        isinstance(a, ArrayShape)
-        and isinstance(b, ArrayShape)
-        and a.element_type == b.element_type
-        and a.dims == b.dims
-    ):
-        return a.dynamic == b.dynamic or a.to_text(with_layout=False) == b.to_text(with_layout=False)
-    return a.to_text(with_layout=False) == b.to_text(with_layout=False)
+    pairs: list[tuple[Shape, Shape]] = [(a, b)]
+    while pairs:  # a loop, not recursion: tuples nest deep
+        left, right = pairs.pop()
+        if left is right:
+            continue
+        if isinstance(left, ArrayShape) and isinstance(right, ArrayShape):
+            if left.element_type != right.element_type or _dimensions(left) != _dimensions(right):
+                return False
+        elif isinstance(left, TupleShape) and isinstance(right, TupleShape):
+            if len(left.elements) != len(right.elements):
+                return False
+            pairs.extend(zip(left.elements, right.elements))
+        elif isinstance(left, BufferShape) and isinstance(right, BufferShape):
+            pairs.append((left.shape, right.shape))
+        else:
+            return False
+    return True
+
+
+def _dimensions(shape: ArrayShape) -> list[tuple[int, bool]]:
+    """Each dimension's size and whether it is a bound (an unbounded one is just that)."""
+    return [(size, dynamic and size != UNBOUNDED) for size, dynamic in zip(shape.dims, shape.dynamic)]
 
 
 def verify(module: Module, culprit: str | None = None) -> None:
@@ -151,7 +164,7 @@ def _check_shape(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
     operands = [shapes(o) for o in instruction.operands]
     source = operands[0] if operands else None
     if op == "get-tuple-element" and isinstance(source, TupleShape):
-        index, size = int_list(instruction.attributes.get("index")), len(source.elements)
+        index, size = integers(instruction.attributes.get("index")), len(source.elements)
         if not index or not 0 <= index[0] < size:
             return [f"index {index[0] if index else '(none)'} is out of range for a tuple of {size} elements"]
     if (
@@ -190,7 +203,7 @@ def _byte_width(element_type: str) -> int:
 def byte_size(shape: ArrayShape) -> int | None:
     """``ShapeUtil::ByteSizeOf`` of an array; None when unknown (token, opaque, packed ``E(n)`` layouts)."""
     row = element_types.BY_NAME.get(shape.element_type)
-    if row is None or row.bits == 0 or (shape.layout is not None and "E(" in shape.layout.tail):
+    if row is None or row.bits == 0 or (shape.layout is not None and shape.layout.element_size_in_bits):
         return None
     return math.prod(shape.dims) * _byte_width(shape.element_type)
 
@@ -350,7 +363,7 @@ def _check_sizes(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
         if before != after:
             return [f"reshape of {source.to_text(False)} ({before} elements) to {result.to_text(False)} ({after})"]
         return []
-    dimensions = int_list(instruction.attributes.get("dimensions"))
+    dimensions = integers(instruction.attributes.get("dimensions"))
     if len(dimensions) != source.rank or any(not 0 <= d < result.rank for d in dimensions):
         return [
             f"broadcast dimensions={{{','.join(map(str, dimensions))}}} do not map {source.to_text(False)} into "
@@ -365,9 +378,11 @@ def _check_sizes(instruction: Instruction, shapes: ShapeResolver) -> list[str]:
 def _check_dot(instruction: Instruction, lhs: ArrayShape, rhs: Shape | None) -> list[str]:
     if not isinstance(rhs, ArrayShape):
         return []
-    attributes = instruction.attributes
-    for kind in ("batch", "contracting"):
-        left, right = int_list(attributes.get(f"lhs_{kind}_dims")), int_list(attributes.get(f"rhs_{kind}_dims"))
+    numbers = dot_dimension_numbers(instruction.attributes)
+    for kind, left, right in (
+        ("batch", numbers.lhs_batch, numbers.rhs_batch),
+        ("contracting", numbers.lhs_contracting, numbers.rhs_contracting),
+    ):
         if len(left) != len(right):
             return [f"dot has {len(left)} lhs and {len(right)} rhs {kind} dimensions"]
         for a, b in zip(left, right):

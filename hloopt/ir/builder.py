@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hloopt.ir.attribute_values import Int
 from hloopt.ir.literal import Literal
 from hloopt.ir.module import AttributeValue, Computation, Instruction, Module
 from hloopt.ir.shape import Shape
@@ -63,7 +64,7 @@ class Builder:
         return self.add("convert", shape, [operand])
 
     def get_tuple_element(self, operand: Instruction, index: int, shape: Shape) -> Instruction:
-        return self.add("get-tuple-element", shape, [operand], {"index": str(index)})
+        return self.add("get-tuple-element", shape, [operand], {"index": Int(index)})
 
     def tuple(self, elements: Sequence[Instruction], shape: Shape) -> Instruction:
         return self.add("tuple", shape, elements)

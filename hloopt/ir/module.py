@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
 
+from hloopt.ir.attribute_values import Typed
 from hloopt.ir.attributes import canonical_order
 from hloopt.ir.literal import Literal
 from hloopt.ir.opcodes import SIDE_EFFECT_OPCODES
@@ -37,7 +38,9 @@ class InstructionList:
     instructions: tuple[Instruction, ...]
 
 
-AttributeValue = Union[str, "Computation", ComputationList, InstructionList]
+#: An attribute's value: typed (`attribute_values`), a callee or control predecessors, or the text of
+#: an attribute hloopt does not model.
+AttributeValue = Union[str, Typed, "Computation", ComputationList, InstructionList]
 
 
 class Instruction:

@@ -14,6 +14,7 @@ from itertools import zip_longest
 from typing import TypeAlias, TypeVar, cast
 
 __all__ = [
+    "COMBINE_DIMENSION",
     "UNBOUNDED",
     "ArrayShape",
     "BufferShape",
@@ -35,16 +36,62 @@ R = TypeVar("R")
 UNBOUNDED = -1
 
 
+#: A tile size of ``*``: the tile combines the dimensions it covers (``Tile::kCombineDimension``).
+COMBINE_DIMENSION = -(2**63)
+
+
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """Minor-to-major order plus the rest of the layout (tiles, memory space…) kept as text."""
+    """Minor-to-major order, and the rest of XLA's ``Layout`` a layout's text can say after the ``:``
+    (``{1,0:T(8,128)(2,1)E(4)S(1)}``), each field at XLA's default when the text leaves it out."""
 
     minor_to_major: tuple[int, ...]
-    tail: str = ""
+    #: ``T(8,128)(2,1)``: each tile's sizes, `COMBINE_DIMENSION` for ``*``.
+    tiles: tuple[tuple[int, ...], ...] = ()
+    #: ``L(n)``.
+    tail_padding_alignment_in_elements: int = 1
+    #: ``#(s32)``.
+    index_primitive_type: str | None = None
+    #: ``*(s32)``.
+    pointer_primitive_type: str | None = None
+    #: ``E(n)``: the bits one element takes when packed; 0 when elements are not packed.
+    element_size_in_bits: int = 0
+    #: ``S(n)``.
+    memory_space: int = 0
+    #: ``SC(0:1,2)…``: a dimension and its split indices, per config.
+    split_configs: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: ``P(shape)``, as written: only a sparse array may have one, which validation refuses.
+    physical_shape: str | None = None
+    #: ``M(n)``.
+    dynamic_shape_metadata_prefix_bytes: int = 0
 
     def to_text(self) -> str:
+        """As ``Layout::Print`` prints it: the order, then each tail item that is not at its default."""
         body = ",".join(map(str, self.minor_to_major))
-        return "{" + body + (":" + self.tail if self.tail else "") + "}"
+        items: list[str] = []
+        if self.tiles:
+            items.append("T" + "".join("(" + ",".join(map(_tile_size, tile)) + ")" for tile in self.tiles))
+        if self.tail_padding_alignment_in_elements != 1:
+            items.append(f"L({self.tail_padding_alignment_in_elements})")
+        if self.index_primitive_type is not None:
+            items.append(f"#({self.index_primitive_type})")
+        if self.pointer_primitive_type is not None:
+            items.append(f"*({self.pointer_primitive_type})")
+        if self.element_size_in_bits:
+            items.append(f"E({self.element_size_in_bits})")
+        if self.memory_space:
+            items.append(f"S({self.memory_space})")
+        if self.split_configs:
+            items.append("SC" + "".join(f"({d}:{','.join(map(str, i))})" for d, i in self.split_configs))
+        if self.physical_shape is not None:
+            items.append(f"P({self.physical_shape})")
+        if self.dynamic_shape_metadata_prefix_bytes > 0:
+            items.append(f"M({self.dynamic_shape_metadata_prefix_bytes})")
+        return "{" + body + (":" + "".join(items) if items else "") + "}"
+
+
+def _tile_size(size: int) -> str:
+    return "*" if size == COMBINE_DIMENSION else str(size)
 
 
 def default_layout(rank: int) -> Layout:

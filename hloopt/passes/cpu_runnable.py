@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.errors import HloError
+from hloopt.ir.attribute_values import IntList, String
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import BY_NAME
 from hloopt.ir.literal import Literal
@@ -71,8 +72,6 @@ _UNRUNNABLE_TARGETS = (
         " compile of what it lowered; XLA compiling the module's text has no such list, and dies running it",
     ),
 )
-#: The tiles of a layout's tail (``T(8,128)(2,1)``), the first one's sizes in group 1.
-_TILES = re.compile(r"T\(([^)]*)\)(?:\([^)]*\))*")
 #: The fusion attributes that mean nothing to a call.
 _FUSION_ONLY = frozenset({"kind", "calls", "output_to_operand_aliasing", "backend_config"})
 
@@ -130,8 +129,8 @@ def _refuse_unrunnable(module: Module) -> None:
     """Raise `NotCpuRunnable` for the first custom call XLA's CPU backend cannot run (`_UNRUNNABLE_TARGETS`)."""
     for instruction in module.instructions():
         if instruction.opcode == "custom-call":
-            target = instruction.attributes.get("custom_call_target")
-            target = target.strip('"') if isinstance(target, str) else ""
+            written = instruction.attributes.get("custom_call_target")
+            target = written.value if isinstance(written, String) else ""
             for pattern, reason in _UNRUNNABLE_TARGETS:
                 if pattern.fullmatch(target):
                     raise NotCpuRunnable(f"{where(instruction)} calls {target}, {reason}")
@@ -223,7 +222,7 @@ def _inexpressible(source: ArrayShape, target: ArrayShape) -> str | None:
     """Why the bitcast cannot be said with logical operations, or None."""
     single = source.element_count <= 1 and target.element_count <= 1  # its one element comes first in any layout
     for shape in (source, target):
-        if shape.layout is not None and "E(" in shape.layout.tail and not single:
+        if shape.layout is not None and shape.layout.element_size_in_bits and not single:
             return f"the layout {shape.layout.to_text()} packs the elements, which the CPU backend does not"
         if any(shape.dynamic):
             return "a dynamic shape's padding makes the byte order unknown"
@@ -239,8 +238,8 @@ def _inexpressible(source: ArrayShape, target: ArrayShape) -> str | None:
     return None
 
 
-def _tiles(shape: ArrayShape) -> re.Match[str] | None:
-    return None if shape.layout is None else _TILES.search(shape.layout.tail)
+def _tiles(shape: ArrayShape) -> tuple[tuple[int, ...], ...]:
+    return () if shape.layout is None else shape.layout.tiles
 
 
 def _same_tiling(source: ArrayShape, target: ArrayShape) -> bool:
@@ -251,11 +250,11 @@ def _same_tiling(source: ArrayShape, target: ArrayShape) -> bool:
     pad and permute the same minor blocks, and the major dimensions only enumerate the blocks.
     """
     tiles, other = _tiles(source), _tiles(target)
-    if tiles is None or other is None:
-        return tiles is None and other is None
-    if tiles.group(0) != other.group(0):
+    if not tiles or not other:
+        return tiles == other
+    if tiles != other:
         return False
-    covered = len(tiles.group(1).split(","))
+    covered = max(len(tiles[0]), 1)  # a bare `T` (one empty tile) is read as covering one dimension
 
     def minor_sizes(shape: ArrayShape) -> list[int]:
         stored = [1] * covered + [shape.dims[d] for d in _physical_order(shape)]
@@ -270,8 +269,7 @@ def _row_major(element_type: str, dims: Iterable[int]) -> ArrayShape:
 
 
 def _transpose(builder: Builder, value: Instruction, shape: ArrayShape, permutation: Iterable[int]) -> Instruction:
-    dimensions = "{" + ",".join(map(str, permutation)) + "}"
-    return builder.add("transpose", shape, [value], {"dimensions": dimensions})
+    return builder.add("transpose", shape, [value], {"dimensions": IntList(tuple(permutation))})
 
 
 def _reshape(builder: Builder, value: Instruction, shapes: ShapeResolver, dims: list[int]) -> Instruction:

@@ -44,7 +44,8 @@ from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import CastError, DType, FP8ConversionConfig, neuron, resolve
 from hloopt.cast_engine import minifloat as mf
 from hloopt.errors import HloError
-from hloopt.ir.attributes import MapSyntaxError, parse_map, with_frontend_attribute
+from hloopt.ir.attribute_values import ComparisonDirection, FrontendAttributes, IntList
+from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import numpy_dtype
 from hloopt.ir.literal import Literal
@@ -54,7 +55,7 @@ from hloopt.passes.base import OpExpanderPass, PassResult, known_shape
 
 #: The frontend attribute that marks the converts this pass emits (already device-exact).
 MARKER_KEY = "neuron_cast"
-MARKER_VALUE = '"lowered"'
+MARKER_VALUE = "lowered"
 SIGN = 0x80000000
 F32_INF = 0x7F800000
 
@@ -69,11 +70,8 @@ def bir_dtype(element_type: str) -> DType | None:
 
 def is_lowered(instruction: Instruction) -> bool:
     """A convert carrying the marker: emitted by this pass, so fed only values on which XLA and the device agree."""
-    text = instruction.attributes.get("frontend_attributes")
-    try:
-        return isinstance(text, str) and MARKER_KEY in parse_map(text)
-    except MapSyntaxError:
-        return False
+    value = instruction.attributes.get("frontend_attributes")
+    return isinstance(value, FrontendAttributes) and MARKER_KEY in value
 
 
 def _types(instruction: Instruction, shapes: ShapeResolver) -> tuple[str, str] | None:
@@ -162,7 +160,7 @@ class _Emitter:
     builder: Builder
     result: ArrayShape
     #: Frontend attributes of the emitted converts: the original convert's plus the marker.
-    stamp: str
+    stamp: FrontendAttributes
     _constants: dict[tuple[str, bytes], Instruction] = field(default_factory=dict[tuple[str, bytes], Instruction])
 
     def like(self, element_type: str) -> ArrayShape:
@@ -172,8 +170,14 @@ class _Emitter:
         layout = self.result.layout and Layout(self.result.layout.minor_to_major)
         return ArrayShape(element_type, self.result.dims, self.result.dynamic, layout)
 
-    def op(self, opcode: str, element_type: str, *operands: Instruction, **attributes: str) -> Instruction:
-        return self.builder.add(opcode, self.like(element_type), operands, dict[str, AttributeValue](attributes))
+    def op(
+        self,
+        opcode: str,
+        element_type: str,
+        *operands: Instruction,
+        attributes: dict[str, AttributeValue] | None = None,
+    ) -> Instruction:
+        return self.builder.add(opcode, self.like(element_type), operands, attributes)
 
     def convert(self, value: Instruction, element_type: str) -> Instruction:
         return self.builder.add("convert", self.like(element_type), [value], {"frontend_attributes": self.stamp})
@@ -191,11 +195,11 @@ class _Emitter:
         key = (element_type, array.tobytes())
         if key not in self._constants:
             scalar = self.builder.constant(Literal.from_value(ArrayShape(element_type), array))
-            self._constants[key] = self.op("broadcast", element_type, scalar, dimensions="{}")
+            self._constants[key] = self.op("broadcast", element_type, scalar, attributes={"dimensions": IntList(())})
         return self._constants[key]
 
-    def compare(self, a: Instruction, b: Instruction, direction: str) -> Instruction:
-        return self.op("compare", "pred", a, b, direction=direction)
+    def compare(self, a: Instruction, b: Instruction, direction: ComparisonDirection) -> Instruction:
+        return self.op("compare", "pred", a, b, attributes={"direction": direction})
 
     def select(self, where: Instruction, then: Instruction, otherwise: Instruction) -> Instruction:
         """Every select of the lowering picks between f32 values (the hub and its substitutes)."""
@@ -237,7 +241,7 @@ def _decode_f16(emit: _Emitter, value: Instruction) -> Instruction:
     extended = emit.convert(emit.bitcast(value, "s16"), "s32")
     shifted = emit.op("shift-left", "s32", extended, emit.constant("s32", 13))
     rebiased = emit.op("or", "s32", shifted, emit.constant("s32", 0x70000000))
-    return emit.select(emit.compare(native, native, "NE"), emit.bitcast(rebiased, "f32"), native)
+    return emit.select(emit.compare(native, native, ComparisonDirection.NE), emit.bitcast(rebiased, "f32"), native)
 
 
 #: Integer destinations the device truncates instead of rounding (reading 10).
@@ -261,7 +265,7 @@ class _Encoder:
 
     @cached_property
     def nan(self) -> Instruction:
-        return self.emit.compare(self.hub.value, self.hub.value, "NE")
+        return self.emit.compare(self.hub.value, self.hub.value, ComparisonDirection.NE)
 
     @cached_property
     def magnitude(self) -> Instruction:
@@ -320,10 +324,10 @@ class _Encoder:
             low, high = emit.constant("f32", -rules.clamp), emit.constant("f32", rules.clamp)
             value = emit.op("clamp", "f32", low, value, high)
         if rules.overflow_from is not None:
-            over = emit.compare(self.magnitude, emit.constant("f32", rules.overflow_from), "GE")
+            over = emit.compare(self.magnitude, emit.constant("f32", rules.overflow_from), ComparisonDirection.GE)
             value = self.where(over, rules.overflow_bits, value)
         if rules.flush_below is not None and not self.hub.integral:
-            under = emit.compare(self.magnitude, emit.constant("f32", rules.flush_below), "LT")
+            under = emit.compare(self.magnitude, emit.constant("f32", rules.flush_below), ComparisonDirection.LT)
             value = self.where(under, _ZERO_BITS, value)
         return self.without_nan(rules.nan_bits, value)
 
@@ -331,11 +335,10 @@ class _Encoder:
 # --------------------------------------------------------------------------- the pass
 
 
-def _stamp(convert: Instruction) -> str:
+def _stamp(convert: Instruction) -> FrontendAttributes:
     """The original's frontend attributes plus the marker, for every convert the lowering emits."""
-    text = convert.attributes.get("frontend_attributes")
     try:
-        return with_frontend_attribute(text if isinstance(text, str) else None, MARKER_KEY, MARKER_VALUE)
+        return with_frontend_attribute(convert.attributes.get("frontend_attributes"), MARKER_KEY, MARKER_VALUE)
     except MapSyntaxError as err:
         raise HloError(f"%{convert.name}: cannot read its frontend attributes: {err}") from None
 

@@ -86,16 +86,12 @@ def _stamp(dot: Instruction) -> dict[str, AttributeValue]:
     try:
         return {
             "frontend_attributes": with_frontend_attribute(
-                _text(dot.attributes.get("frontend_attributes")), "auto_cast", '"none"'
+                dot.attributes.get("frontend_attributes"), "auto_cast", "none"
             ),
-            "metadata": with_op_name_suffix(_text(dot.attributes.get("metadata")), METADATA_SUFFIX),
+            "metadata": with_op_name_suffix(dot.attributes.get("metadata"), METADATA_SUFFIX),
         }
     except MapSyntaxError as err:
         raise HloError(f"%{dot.name}: cannot read its metadata or frontend attributes: {err}") from None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _overflow_warnings(dot: Instruction, shapes: ShapeResolver) -> list[str]:

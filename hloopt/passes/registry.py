@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hloopt.errors import HloError
+from hloopt.ir.brackets import BracketError, split_top
 
 if TYPE_CHECKING:  # importing base at run time would import the analysis layer for `hloopt passes`
     from hloopt.passes.base import HloPass
@@ -205,18 +206,10 @@ def select(spec: str) -> tuple[list[Selected], list[Selected]]:
 
 def _split(text: str, separators: str) -> list[str]:
     """`text` cut at `separators` outside ``{…}``."""
-    parts: list[str] = []
-    depth, start = 0, 0
-    for index, char in enumerate(text):
-        depth += (char == "{") - (char == "}")
-        if depth < 0:
-            raise HloError(f"unbalanced '}}' in --passes {text!r}")
-        if depth == 0 and char in separators:
-            parts.append(text[start:index])
-            start = index + 1
-    if depth:
-        raise HloError(f"unclosed '{{' in --passes {text!r}")
-    return [*parts, text[start:]]
+    try:
+        return split_top(text, separators, strict=True)
+    except BracketError as err:
+        raise HloError(f"{err} in --passes {text!r}") from None
 
 
 def _item(part: str) -> tuple[str, tuple[tuple[str, str], ...]]:

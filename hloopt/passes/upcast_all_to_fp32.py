@@ -11,9 +11,8 @@ docs/decisions.md.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any
 from typing import cast as cast_type
@@ -79,16 +78,14 @@ _STRUCTURAL = frozenset({"get-tuple-element", "send-done", "recv-done"})
 _FEEDERS = frozenset({"convert", "tuple", "constant"})
 #: Opcodes that accept any element type in, so never need a convert in front.
 _ANY_INPUT = frozenset({"convert"})
-#: Sub-byte element size ``E(n)`` in a layout belongs to the old type.
-_ELEMENT_SIZE = re.compile(r"E\(\d+\)")
 
 
 def _upcast_leaf(shape: ArrayShape) -> ArrayShape:
     if shape.element_type not in UPCAST_TYPES:
         return shape
     layout = shape.layout
-    if layout is not None and "E(" in layout.tail:
-        layout = type(layout)(layout.minor_to_major, _ELEMENT_SIZE.sub("", layout.tail))
+    if layout is not None and layout.element_size_in_bits:  # a packed element size belongs to the old type
+        layout = replace(layout, element_size_in_bits=0)
     return ArrayShape("f32", shape.dims, shape.dynamic, layout)
 
 

@@ -17,6 +17,7 @@ from hloopt.errors import HloParseError
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module
 from hloopt.ir.opcodes import COMPUTATION_LIST_ATTRIBUTES
 from hloopt.ir.shape import ArrayShape, TupleShape
+from hloopt.text.attribute_reader import read_attributes
 from hloopt.text.locations import Locations, OperandIssue
 from hloopt.text.shapes import ShapeReader
 from hloopt.text.splitting import Piece, attribute, attribute_name_offset
@@ -274,6 +275,7 @@ class Assembly:
             validate(module, lambda text: self._shapes.read(text, 0))
         except InvalidHlo as issue:
             raise self._locations.fail(issue) from None
+        read_attributes(module)
         return module
 
     def _resolve_callees(self) -> None:

@@ -4,8 +4,8 @@ XLA reads the items in one fixed order, each at most once: ``D(…)`` ``T(…)�
 ``*(type)`` ``E(n)`` ``S(n)`` ``SC(…)…`` ``P(shape)`` ``M(n)``, then wants the ``}``. Its parser does
 not stop at every missing bracket (``E(4`` is E(4), a bare ``T`` one empty tile), so neither does
 this one: what it accepts and refuses was probed against jaxlib (tests/text/test_layout_tail_parity.py).
-The tail comes back in XLA's print form (no spaces or comments, ``D`` and default values dropped), so
-hloopt's output reads back as itself and as XLA prints it.
+The tail comes back as the typed fields of a `Layout` (``D`` and default values dropped), which print in
+XLA's form (no spaces or comments), so hloopt's output reads back as itself and as XLA prints it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 
 from hloopt.ir.element_types import PRIMITIVE_TYPES
+from hloopt.ir.shape import COMBINE_DIMENSION, Layout
 
 #: XLA's lexer on a layout tail: blanks and comments, then a name, an int64, or one punctuation character.
 _TOKEN = re.compile(r"(?:\s|/\*(?:[^*]|\*(?!/))*\*/|//[^\n]*)*+(?:([A-Za-z_][A-Za-z0-9_.\-]*)|(-?\d+)|(.))?", re.S)
@@ -62,40 +63,41 @@ class _Tokens:
         return self._error(self.start, message)
 
 
-def read_layout_tail(text: str, error: TailError) -> str:
-    """The tail `text` (after the layout's ``:``) in XLA's print form; `error(offset, message)` when XLA
-    refuses it, where XLA stops (or aborts: a negative tile, a tail padding below 1)."""
+def read_layout(minor_to_major: tuple[int, ...], text: str, error: TailError) -> Layout:
+    """The layout of `minor_to_major` and the tail `text` (after the layout's ``:``); `error(offset,
+    message)` when XLA refuses the tail, where XLA stops (or aborts: a negative tile, a tail padding below 1).
+    An item at its default value is dropped, as XLA's print drops it."""
     tokens = _Tokens(text, error)
-    printed: list[str] = []
+    fields: dict[str, object] = {}
     if tokens.eat("name", "D") is not None:
         _dim_level_types(tokens)  # read and dropped, as XLA drops them
     if tokens.eat("name", "T") is not None:
-        printed.append("T" + "".join(_tiles(tokens)))
-    for item, int_item, default in (
-        ("L", True, "1"),
-        ("#", False, ""),
-        ("*", False, ""),
-        ("E", True, "0"),
-        ("S", True, "0"),
+        fields["tiles"] = _tiles(tokens)
+    for item, int_item, field in (
+        ("L", True, "tail_padding_alignment_in_elements"),
+        ("#", False, "index_primitive_type"),
+        ("*", False, "pointer_primitive_type"),
+        ("E", True, "element_size_in_bits"),
+        ("S", True, "memory_space"),
     ):
         if tokens.eat("name" if int_item else item, item if int_item else None) is None:
             continue
         value = _int_item(tokens) if int_item else _type_item(tokens)
         if item == "L" and value is not None and int(value) < 1:
             raise tokens.fail(f"L({value}): a tail padding alignment must be at least 1 (XLA aborts on it)")
-        if value is not None and value != default:
-            printed.append(f"{item}({value})")
-    if tokens.eat("name", "SC") is not None and (configs := _split_configs(tokens)):
-        printed.append("SC" + "".join(configs))
+        if value is not None:
+            fields[field] = int(value) if int_item else value
+    if tokens.eat("name", "SC") is not None:
+        fields["split_configs"] = _split_configs(tokens)
     if tokens.eat("name", "P") is not None:
-        printed.append(f"P({_physical_shape(tokens, text)})")
+        fields["physical_shape"] = _physical_shape(tokens, text)
     if tokens.eat("name", "M") is not None:
         value = _int_item(tokens)
         if value is not None and int(value) > 0:
-            printed.append(f"M({value})")
+            fields["dynamic_shape_metadata_prefix_bytes"] = int(value)
     if tokens.kind != "}":
         raise tokens.fail("expects '}' at the end of layout")
-    return "".join(printed)
+    return Layout(minor_to_major, **fields)  # type: ignore[arg-type]  # each field's value is its type
 
 
 def _int_item(tokens: _Tokens) -> str | None:
@@ -117,30 +119,30 @@ def _type_item(tokens: _Tokens) -> str | None:
     return element_type
 
 
-def _tiles(tokens: _Tokens) -> str:
+def _tiles(tokens: _Tokens) -> tuple[tuple[int, ...], ...]:
     """``(8,128)(2,1)``: each tile's sizes (``*`` combines); a bare ``T`` is one empty tile. XLA reads
     tiles while a ``(`` follows a whole one; a tile cut short (``T(8(``, ``T(8)(``) is the last."""
-    printed = ""
+    tiles: list[tuple[int, ...]] = []
     while True:
-        sizes: list[str] = []
+        sizes: list[int] = []
         whole = tokens.eat("(") is not None and (tokens.eat(")") is not None or _tile_sizes(tokens, sizes))
-        printed += "(" + ",".join(sizes) + ")"
+        tiles.append(tuple(sizes))
         if not whole or tokens.kind != "(":
-            return printed
+            return tuple(tiles)
 
 
-def _tile_sizes(tokens: _Tokens, sizes: list[str]) -> bool:
+def _tile_sizes(tokens: _Tokens, sizes: list[int]) -> bool:
     """One tile's sizes after its ``(`` into `sizes`, and its ``)``; False where XLA stops short."""
     while True:
         if tokens.eat("*") is not None:
-            sizes.append("*")
+            sizes.append(COMBINE_DIMENSION)
         else:
             number = tokens.eat("int")
             if number is None:
                 return False
             if int(number) < 0:
                 raise tokens.fail(f"tile size {number} is negative (XLA aborts on it)")
-            sizes.append(str(int(number)))
+            sizes.append(int(number))
         if tokens.eat(",") is None:
             return tokens.eat(")") is not None
 
@@ -159,27 +161,27 @@ def _dim_level_types(tokens: _Tokens) -> None:
             return
 
 
-def _split_configs(tokens: _Tokens) -> list[str]:
+def _split_configs(tokens: _Tokens) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """``(0:1,2)(1:4)``: a dimension, ``:``, its split indices; XLA keeps a config once its ``:`` is read,
     and reads no further once one is cut short."""
-    configs: list[str] = []
+    configs: list[tuple[int, tuple[int, ...]]] = []
     while tokens.eat("(") is not None:
         dimension = tokens.eat("int")
         if dimension is None or tokens.eat(":") is None:
             break
-        indices: list[str] = []
+        indices: list[int] = []
         whole = True
         while (index := tokens.eat("int")) is not None:
-            indices.append(str(int(index)))
+            indices.append(int(index))
             if tokens.eat(",") is None:
                 break
             if tokens.kind != "int":
                 whole = False
                 break
-        configs.append(f"({int(dimension)}:{','.join(indices)})")
+        configs.append((int(dimension), tuple(indices)))
         if not whole or tokens.eat(")") is None or tokens.kind != "(":
             break
-    return configs
+    return tuple(configs)
 
 
 def _physical_shape(tokens: _Tokens, text: str) -> str:

@@ -25,6 +25,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
 from hloopt.errors import HloParseError, parse_error_at
+from hloopt.ir.brackets import split_top
 from hloopt.ir.element_types import ROWS as ELEMENT_TYPE_ROWS
 from hloopt.ir.literal import Literal, LiteralError
 from hloopt.ir.module import INSTRUCTION_LIST_ATTRIBUTES, Computation, Instruction, Module
@@ -35,7 +36,6 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
-from hloopt.text.validation import split_top
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units

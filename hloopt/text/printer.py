@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module, ProgramLayout
+from hloopt.ir.module import (
+    AttributeValue,
+    Computation,
+    ComputationList,
+    Instruction,
+    InstructionList,
+    Module,
+    ProgramLayout,
+)
 from hloopt.ir.shape import Shape
 
 #: XLA's order of module header attributes (``HloModule::Print``).
@@ -68,16 +76,16 @@ def _operand_list(operands: list[Instruction]) -> str:
     return ", ".join(parts)
 
 
-def _attribute_text(value: object) -> str:
+def _attribute_text(value: AttributeValue) -> str:
     if isinstance(value, str):
         return value
+    if not isinstance(value, (Computation, ComputationList, InstructionList)):
+        return value.to_text()  # a typed value
     if isinstance(value, Computation):
         return f"%{value.name}"
     if isinstance(value, ComputationList):
         return "{" + ", ".join(f"%{c.name}" for c in value.computations) + "}"
-    if isinstance(value, InstructionList):
-        return "{" + ", ".join(f"%{i.name}" for i in value.instructions) + "}"
-    raise TypeError(f"cannot print attribute value {value!r}")
+    return "{" + ", ".join(f"%{i.name}" for i in value.instructions) + "}"
 
 
 @dataclass

@@ -16,7 +16,7 @@ from hloopt.errors import HloParseError
 from hloopt.ir.element_types import PRIMITIVE_TYPES
 from hloopt.ir.module import ProgramLayout
 from hloopt.ir.shape import UNBOUNDED, ArrayShape, Layout, Shape, TupleShape, default_layout
-from hloopt.text.layout_tail import read_layout_tail
+from hloopt.text.layout_tail import read_layout
 
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\s*\})?")
 #: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here (``-0`` is 0 to XLA).
@@ -109,7 +109,7 @@ class ShapeReader:
         if not tail.strip():
             return Layout(order)
         tail_at = offset + len(order_text) + 1
-        return Layout(order, read_layout_tail(tail, lambda at, message: self._error(tail_at + at, message)))
+        return read_layout(order, tail, lambda at, message: self._error(tail_at + at, message))
 
     def program_layout(self, value: str, offset: int) -> ProgramLayout:
         """``{(params)->result}``, the module's entry_computation_layout, written at `offset`."""

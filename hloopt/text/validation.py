@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
 
+from hloopt.ir.brackets import split_top
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_WRAPPERS, BY_NAME, allowed_attributes, base_opcode, required_attributes
@@ -124,28 +125,6 @@ def _check_alias_list(value: str, key: str) -> None:
             raise InvalidHlo(f"malformed {key} entry {part.strip()!r}", attribute=key)
 
 
-def split_top(text: str) -> list[str]:
-    """Split at commas outside brackets and double-quoted strings."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    quoted = False
-    for i, ch in enumerate(text):
-        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif ch in "{([":
-            depth += 1
-        elif ch in "})]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """The checks of every instruction with one opcode and one list of attribute names, in the order
@@ -237,8 +216,7 @@ def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
         return
     for leaf in leaf_shapes(shape):
         layout = leaf.layout
-        tail = layout.tail if layout is not None else ""
-        if layout is not None and "P(" in tail:
+        if layout is not None and layout.physical_shape is not None:
             raise _fail(instruction, f"Layout has physical shape, but is not for a sparse array: {layout.to_text()}")
 
 

@@ -109,11 +109,12 @@ def test_a_tuple_index_out_of_range_is_named_not_a_crash(index: str) -> None:
 def test_negative_dot_dimensions_are_not_read_from_the_end() -> None:
     """Python would read dims[-1]; XLA's dimension numbers are never negative, so the shape is unknown."""
     from hloopt.analysis.shape_inference import dot_shape
+    from hloopt.ir.attribute_values import DotDimensionNumbers
 
     matrix = ArrayShape("f32", (2, 3), (False, False))
-    assert dot_shape(matrix, matrix, {"lhs_contracting_dims": "{-1}", "rhs_contracting_dims": "{1}"}, "f32") is None
+    assert dot_shape(matrix, matrix, DotDimensionNumbers(lhs_contracting=(-1,), rhs_contracting=(1,)), "f32") is None
     assert dot_shape(
-        matrix, matrix, {"lhs_contracting_dims": "{1}", "rhs_contracting_dims": "{1}"}, "f32"
+        matrix, matrix, DotDimensionNumbers(lhs_contracting=(1,), rhs_contracting=(1,)), "f32"
     ) == ArrayShape("f32", (2, 2), (False, False))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hloopt.ir.attribute_values import Int
 from hloopt.ir.builder import Builder
 from hloopt.ir.shape import ArrayShape, TupleShape
 from hloopt.text.parser import parse
@@ -27,7 +28,7 @@ def test_before_inserts_in_creation_order_with_unique_names() -> None:
     pair = builder.tuple([narrow, narrow], TupleShape((BF16, BF16)))
     first = builder.get_tuple_element(pair, 0, BF16)
     assert [i.name for i in entry.instructions] == ["convert", "convert.1", "tuple", "get-tuple-element", "r"]
-    assert builder.created == [narrow, pair, first] and first.attributes == {"index": "0"}
+    assert builder.created == [narrow, pair, first] and first.attributes == {"index": Int(0)}
 
 
 def test_after_inserts_right_after_the_anchor() -> None:

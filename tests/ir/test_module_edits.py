@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hlo_text import hlo
 
+from hloopt.ir.attribute_values import Metadata
 from hloopt.ir.builder import Builder
 from hloopt.ir.module import InstructionList
 from hloopt.text.parser import parse
@@ -44,7 +45,7 @@ def test_replace_instruction_removes_operands_left_unused() -> None:
     p = entry.parameters()[0]
     entry.replace_instruction(a, p)
     assert "c" not in [i.name for i in entry.instructions]  # the constant only fed `a`
-    assert p.attributes["metadata"] == '{op_name="a"}'
+    assert p.attributes["metadata"] == Metadata((("op_name", '"a"'),))
 
 
 def test_edits_are_counted_and_print_order_is_xlas() -> None:

@@ -25,6 +25,7 @@ from pass_testing import passes_text, run_passes
 from hloopt.cast_engine import FP8ConversionConfig, cast
 from hloopt.cast_engine import minifloat as mf
 from hloopt.errors import HloError
+from hloopt.ir.attribute_values import FrontendAttributes, Metadata
 from hloopt.ir.element_types import numpy_dtype
 from hloopt.passes.emulate_neuron_converts import EmulateNeuronConverts, bir_dtype, minifloat_rules
 from hloopt.passes.registry import lookup, select
@@ -383,8 +384,8 @@ def test_layouts_and_attributes_of_the_convert_are_kept() -> None:
     root = module.entry.root
     assert root is not None and root.shape is not None
     assert root.shape.to_text() == "f8e4m3fn[2,3]{0,1}"
-    assert root.attributes["metadata"] == '{op_name="cast"}'
-    assert root.attributes["frontend_attributes"] == '{k="v",neuron_cast="lowered"}'
+    assert root.attributes["metadata"] == Metadata((("op_name", '"cast"'),))
+    assert root.attributes["frontend_attributes"] == FrontendAttributes((("k", '"v"'), ("neuron_cast", '"lowered"')))
 
 
 def test_options_parse_from_the_spec() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hloopt import parse
+from hloopt.ir.attribute_values import FrontendAttributes, Metadata
 
 _DOT = """HloModule m
 ENTRY e {{
@@ -48,8 +49,10 @@ ACCEPTED = [
 @pytest.mark.parametrize("attribute", ACCEPTED)
 def test_xla_accepted_map_parses(attribute: str) -> None:
     root = parse(_DOT.format(attribute=attribute)).entry.root
-    key, _, value = attribute.partition("=")
-    assert root is not None and root.attributes[key] == value
+    key, _, text = attribute.partition("=")
+    assert root is not None
+    value = root.attributes[key]
+    assert isinstance(value, (Metadata, FrontendAttributes)) and value.to_text() == text
 
 
 def test_module_frontend_attributes_parse() -> None:

@@ -70,10 +70,13 @@ def test_operands_and_callees_are_references() -> None:
     [
         ("f32[2,3]{1,0}", ArrayShape("f32", (2, 3), (False, False), Layout((1, 0)))),
         ("bf16[<=4,?]", ArrayShape("bf16", (4, -1), (True, True), Layout((1, 0)))),
-        ("s4[8]{0:E(4)}", ArrayShape("s4", (8,), (False,), Layout((0,), "E(4)"))),
-        ("f32[8,128]{1,0:T(8,128)S(1)}", ArrayShape("f32", (8, 128), (False, False), Layout((1, 0), "T(8,128)S(1)"))),
+        ("s4[8]{0:E(4)}", ArrayShape("s4", (8,), (False,), Layout((0,), element_size_in_bits=4))),
+        (
+            "f32[8,128]{1,0:T(8,128)S(1)}",
+            ArrayShape("f32", (8, 128), (False, False), Layout((1, 0), tiles=((8, 128),), memory_space=1)),
+        ),
         ("token[]", ArrayShape("token")),
-        ("f32[]{:S(1)}", ArrayShape("f32", (), (), Layout((), "S(1)"))),
+        ("f32[]{:S(1)}", ArrayShape("f32", (), (), Layout((), memory_space=1))),
     ],
 )
 def test_array_shapes(text: str, expected: ArrayShape) -> None:
@@ -459,7 +462,7 @@ def test_a_body_the_body_token_misreads_is_read_one_instruction_at_a_time() -> N
     )
     module = parse(text)
     a, b = module.entry.instructions
-    assert a.attributes["backend_config"] == "a//b" and a.attributes["metadata"] == '{op_name="x"\n}'
+    assert a.attributes["backend_config"] == "a//b" and a.attributes["metadata"].to_text() == '{op_name="x"\n}'  # type: ignore[union-attr]
     assert b.operands == [a]
 
 

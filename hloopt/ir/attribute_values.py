@@ -1,0 +1,357 @@
+"""Typed attribute values: what XLA's parser reads each modelled attribute into (``hlo_parser.cc``'s
+``AttrTy`` kinds; which attribute has which kind is `attribute_kinds`).
+
+Every value is frozen and compares by meaning. `to_text` is the value as XLA prints it; a value the
+parser read keeps the text it was read from and prints that instead, so a module's own spelling
+(blanks, comments, defaults spelled out) survives a round trip as it did when attributes were text,
+and XLA's canonical print, which is that spelling, reads back byte for byte. A value made or changed
+by a pass has no source text and prints as XLA would. An enum has one spelling: a direction written
+in lower case (XLA reads any case) prints in upper case, as XLA prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TypeVar
+
+__all__ = [
+    "ComparisonDirection",
+    "ComparisonType",
+    "ConvolutionDimensionNumbers",
+    "DotDimensionNumbers",
+    "FftType",
+    "FrontendAttributes",
+    "FusionKind",
+    "Int",
+    "IntList",
+    "Metadata",
+    "Precision",
+    "PrecisionList",
+    "RandomDistribution",
+    "String",
+    "Typed",
+    "Window",
+    "WindowDimension",
+    "dot_dimension_numbers",
+    "integers",
+    "read_from",
+]
+
+_V = TypeVar("_V", bound="_Read")
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A value that may remember the text the parser read it from (never compared, never copied by
+    `dataclasses.replace`: a changed value prints as XLA would)."""
+
+    _source: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def to_text(self) -> str:
+        return self._source if self._source is not None else self.canonical_text()
+
+    def canonical_text(self) -> str:
+        raise NotImplementedError
+
+
+def read_from(value: _V, text: str) -> _V:
+    """`value`, which the parser read from `text`, printing as `text`."""
+    object.__setattr__(value, "_source", text)
+    return value
+
+
+class _Spelled(Enum):
+    """An enum attribute: each member's value is its spelling in XLA's print."""
+
+    def to_text(self) -> str:
+        return self.value
+
+
+class ComparisonDirection(_Spelled):
+    """``direction=`` of compare (``ComparisonDirectionToString``)."""
+
+    EQ = "EQ"
+    NE = "NE"
+    GE = "GE"
+    GT = "GT"
+    LE = "LE"
+    LT = "LT"
+
+
+class ComparisonType(_Spelled):
+    """``type=`` of compare (``ComparisonTypeToString``)."""
+
+    FLOAT = "FLOAT"
+    TOTALORDER = "TOTALORDER"
+    SIGNED = "SIGNED"
+    UNSIGNED = "UNSIGNED"
+
+
+class FftType(_Spelled):
+    """``fft_type=`` of fft."""
+
+    FFT = "FFT"
+    IFFT = "IFFT"
+    RFFT = "RFFT"
+    IRFFT = "IRFFT"
+
+
+class RandomDistribution(_Spelled):
+    """``distribution=`` of rng."""
+
+    UNIFORM = "rng_uniform"
+    NORMAL = "rng_normal"
+
+
+class FusionKind(_Spelled):
+    """``kind=`` of fusion."""
+
+    LOOP = "kLoop"
+    INPUT = "kInput"
+    OUTPUT = "kOutput"
+    CUSTOM = "kCustom"
+
+
+class Precision(_Spelled):
+    """One operand's entry of ``operand_precision=`` (``PrecisionToString``, lower case)."""
+
+    DEFAULT = "default"
+    HIGH = "high"
+    HIGHEST = "highest"
+
+
+@dataclass(frozen=True, slots=True)
+class Int(_Read):
+    """A plain integer attribute (``index=0``, ``channel_id=3``)."""
+
+    value: int
+
+    def canonical_text(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class IntList(_Read):
+    """A braced integer list (``dimensions={1,0}``)."""
+
+    values: tuple[int, ...]
+
+    def canonical_text(self) -> str:
+        return "{" + ",".join(map(str, self.values)) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionList(_Read):
+    """``operand_precision={default,high}``: one precision per operand."""
+
+    values: tuple[Precision, ...]
+
+    def canonical_text(self) -> str:
+        return "{" + ",".join(p.value for p in self.values) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowDimension:
+    """One dimension of a window (``WindowDimension`` in xla_data.proto)."""
+
+    size: int
+    stride: int = 1
+    padding_low: int = 0
+    padding_high: int = 0
+    base_dilation: int = 1
+    window_dilation: int = 1
+    reversal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Window(_Read):
+    """``window={size=3x3 stride=2x2 pad=0_1x0_1 …}``: printed as ``window_util::ToString`` prints it,
+    each field other than ``size`` only when one of its entries is not the default."""
+
+    dimensions: tuple[WindowDimension, ...]
+
+    def canonical_text(self) -> str:
+        dims = self.dimensions
+        fields: list[str] = []
+        if dims:
+            fields.append("size=" + "x".join(str(d.size) for d in dims))
+        for name, entries, default in (
+            ("stride", [str(d.stride) for d in dims], "1"),
+            ("pad", [f"{d.padding_low}_{d.padding_high}" for d in dims], "0_0"),
+            ("lhs_dilate", [str(d.base_dilation) for d in dims], "1"),
+            ("rhs_dilate", [str(d.window_dilation) for d in dims], "1"),
+            ("rhs_reversal", ["1" if d.reversal else "0" for d in dims], "0"),
+        ):
+            if any(e != default for e in entries):
+                fields.append(f"{name}={'x'.join(entries)}")
+        return "{" + " ".join(fields) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConvolutionDimensionNumbers(_Read):
+    """``dim_labels=b01f_01io->b01f``: which dimension of the input, kernel and output is which."""
+
+    input_batch: int
+    input_feature: int
+    input_spatial: tuple[int, ...]
+    kernel_input_feature: int
+    kernel_output_feature: int
+    kernel_spatial: tuple[int, ...]
+    output_batch: int
+    output_feature: int
+    output_spatial: tuple[int, ...]
+    #: The input's, kernel's and output's ranks where they have dimensions none of the above names
+    #: (``b01f?``); 0 when the named ones are all.
+    ranks: tuple[int, int, int] = (0, 0, 0)
+
+    def canonical_text(self) -> str:
+        """``ConvolutionDimensionNumbersToString``: each side's labels by dimension, ``?`` where none."""
+
+        def labels(first: tuple[int, str], second: tuple[int, str], spatial: tuple[int, ...], rank: int) -> str:
+            named = (first, second, *((d, str(i)) for i, d in enumerate(spatial)))
+            marks = ["?"] * max(rank, 2 + len(spatial), *(d + 1 for d, _ in named))  # `?`: a dimension none names
+            for dimension, mark in named:
+                if dimension >= 0:
+                    marks[dimension] = mark
+            return "".join(marks)
+
+        lhs_rank, rhs_rank, out_rank = self.ranks
+        lhs = labels((self.input_batch, "b"), (self.input_feature, "f"), self.input_spatial, lhs_rank)
+        rhs = labels((self.kernel_input_feature, "i"), (self.kernel_output_feature, "o"), self.kernel_spatial, rhs_rank)
+        out = labels((self.output_batch, "b"), (self.output_feature, "f"), self.output_spatial, out_rank)
+        return f"{lhs}_{rhs}->{out}"
+
+
+@dataclass(frozen=True, slots=True)
+class DotDimensionNumbers:
+    """A dot's four dimension lists (written as four attributes: ``lhs_batch_dims={0}`` …)."""
+
+    lhs_batch: tuple[int, ...] = ()
+    lhs_contracting: tuple[int, ...] = ()
+    rhs_batch: tuple[int, ...] = ()
+    rhs_contracting: tuple[int, ...] = ()
+
+
+def integers(value: object) -> tuple[int, ...]:
+    """The integers of an `IntList` or `Int` attribute value; () for none (an absent attribute)."""
+    if isinstance(value, IntList):
+        return value.values
+    if isinstance(value, Int):
+        return (value.value,)
+    return ()
+
+
+def dot_dimension_numbers(attributes: Mapping[str, object]) -> DotDimensionNumbers:
+    """A dot's dimension numbers from its attributes (a list left out is empty, as XLA reads it)."""
+    return DotDimensionNumbers(
+        integers(attributes.get("lhs_batch_dims")),
+        integers(attributes.get("lhs_contracting_dims")),
+        integers(attributes.get("rhs_batch_dims")),
+        integers(attributes.get("rhs_contracting_dims")),
+    )
+
+
+#: ``absl::CEscape``: what XLA escapes in a string it prints.
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def _quoted(text: str) -> str:
+    """`text` as an HLO string literal, escaped as ``CEscape`` escapes it."""
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class String(_Read):
+    """A string attribute (``custom_call_target="foo"``): its characters, unescaped."""
+
+    value: str
+
+    def canonical_text(self) -> str:
+        return _quoted(self.value)
+
+
+#: The order of ``OpMetadataToString``.
+_METADATA_ORDER = (
+    "op_type",
+    "op_name",
+    "source_file",
+    "source_line",
+    "source_end_line",
+    "source_column",
+    "source_end_column",
+    "profile_type",
+    "deduplicated_name",
+    "scheduling_name",
+    "metadata_payload",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata(_Read):
+    """``metadata={op_type="…" op_name="…" source_line=3 …}``: the entries in their order, each value
+    as written (a string with its quotes, an integer, a braced list); keys XLA adds later are kept."""
+
+    entries: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str) -> str | None:
+        """The value text of `key`, or None."""
+        return next((v for k, v in self.entries if k == key), None)
+
+    def with_op_name_suffix(self, suffix: str) -> Metadata:
+        """This metadata with `suffix` appended to ``op_name`` (made when missing), ``op_type`` and
+        ``op_name`` first, as XLA prints them."""
+        name, op_type = self.get("op_name"), self.get("op_type")
+        entry = ("op_name", (name[:-1] if name is not None else '"') + _quoted(suffix)[1:])
+        head = ((("op_type", op_type),) if op_type is not None else ()) + (entry,)
+        return Metadata(head + tuple((k, v) for k, v in self.entries if k not in ("op_type", "op_name")))
+
+    def canonical_text(self) -> str:
+        """XLA's fields in XLA's order, an empty string or a zero left out as XLA leaves it out; the entries
+        XLA's print does not show (``stack_frame_id``, keys newer than it) after them,
+        so that no entry is lost."""
+        rank = {key: i for i, key in enumerate(_METADATA_ORDER)}
+        entries = sorted(self.entries, key=lambda entry: rank.get(entry[0], len(rank)))
+        return "{" + " ".join(f"{k}={v}" for k, v in entries if v not in ('""', "0")) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendAttributes(_Read):
+    """``frontend_attributes={key="value",…}``: a map, printed sorted by key as XLA keeps it; each value
+    as written (a string with its quotes, or a JSON dict)."""
+
+    entries: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entries", tuple(sorted(dict(self.entries).items())))
+
+    def __contains__(self, key: str) -> bool:
+        return any(k == key for k, _ in self.entries)
+
+    def with_entry(self, key: str, value: str) -> FrontendAttributes:
+        """These attributes plus ``key="value"``; an entry already there for `key` is kept."""
+        if key in self:
+            return self
+        return FrontendAttributes((*self.entries, (key, _quoted(value))))
+
+    def canonical_text(self) -> str:
+        return "{" + ",".join(f"{k}={v}" for k, v in self.entries) + "}"
+
+
+#: A typed attribute value (what the printer prints with ``to_text``).
+Typed = (
+    Int
+    | IntList
+    | PrecisionList
+    | Window
+    | ConvolutionDimensionNumbers
+    | Metadata
+    | FrontendAttributes
+    | ComparisonDirection
+    | ComparisonType
+    | FftType
+    | RandomDistribution
+    | FusionKind
+    | String
+)
