@@ -28,10 +28,10 @@ from hloopt.xla import formats
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
+    from hloopt.arrays.comparing import CompareReport
     from hloopt.driver.batch import Shard
     from hloopt.passes.pipeline import ChangedCheck, PassReport
     from hloopt.xla.bridge import IsolatedPool
-    from hloopt.xla.execution import CompareReport
 
 Status = Literal["changed", "unchanged", "failed"]
 
@@ -479,9 +479,9 @@ def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: 
 def _compare(
     before: str, after: str, passes: list[tuple[str, str]] | None, options: RunOptions, label: str
 ) -> CompareReport:
-    """`execution.compare` (or `compare_passes`) in an XLA worker; a bug is reported as this module's
+    """`running.compare` (or `compare_passes`) in an XLA worker; a bug is reported as this module's
     error, not the batch's."""
-    from hloopt.xla.execution import check_numerics, compare, compare_passes
+    from hloopt.xla.running import check_numerics, compare, compare_passes
 
     labels = (label, "after passes")
     try:

@@ -32,7 +32,7 @@ import pytest
 from test_corpus_self_compare import TIMEOUT, _nondeterministic_modules, _outcome
 
 from hloopt.xla.bridge import isolated_map
-from hloopt.xla.execution import compare
+from hloopt.xla.running import compare
 
 pytestmark = pytest.mark.corpus
 
