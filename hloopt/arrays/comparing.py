@@ -36,14 +36,14 @@ def value_kind(dtype: np.dtype) -> str:
         return "int"
 
 
-def widened(array: np.ndarray) -> np.ndarray:
+def _wide(array: np.ndarray) -> np.ndarray:
     """float64 (complex128) values: every type XLA has widens into them exactly, bar >2^53 ints."""
     return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise: equal value and sign (so -0 ≠ +0), or both NaN."""
-    wa, wb = widened(a), widened(b)
+    wa, wb = _wide(a), _wide(b)
     return ((wa == wb) & (np.signbit(np.real(wa)) == np.signbit(np.real(wb)))) | (np.isnan(wa) & np.isnan(wb))
 
 
@@ -219,7 +219,7 @@ def compare_outputs(
     if a.shape != b.shape:
         raise ExecutionError(f"output {index}: shapes differ, {list(a.shape)} vs {list(b.shape)}")
     bit_identical = a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    wa, wb = widened(a), widened(b)
+    wa, wb = _wide(a), _wide(b)
     nan_a, nan_b = np.isnan(wa), np.isnan(wb)
     nan_mismatch = nan_a ^ nan_b
     equal = (wa == wb) | (nan_a & nan_b)
