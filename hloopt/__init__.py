@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from hloopt.ir import Module
     from hloopt.text.parser import parse
     from hloopt.xla.bridge import IsolatedPool
-    from hloopt.xla.execution import compare, execute
+    from hloopt.xla.running import compare, execute
 
 __version__ = "0.1.0"
 
@@ -28,8 +28,8 @@ __all__ = ["HloError", "HloParseError", "IsolatedPool", "Module", "__version__",
 _LAZY = {
     "parse": "hloopt.text.parser",
     "Module": "hloopt.ir",
-    "execute": "hloopt.xla.execution",
-    "compare": "hloopt.xla.execution",
+    "execute": "hloopt.xla.running",
+    "compare": "hloopt.xla.running",
     "IsolatedPool": "hloopt.xla.bridge",
 }
 

@@ -17,6 +17,9 @@ from typing import Any
 import click
 import numpy as np
 
+from hloopt.arrays.comparing import CompareReport
+from hloopt.arrays.npz import load_arrays, save_arrays
+from hloopt.cast_engine import Numerics
 from hloopt.cli.main import exit_on_errors, reports_errors, timeout_option
 from hloopt.driver import chunks
 from hloopt.driver.chunks import in_chunk, label
@@ -24,24 +27,19 @@ from hloopt.errors import HloError
 from hloopt.ir.shape import ArrayShape
 from hloopt.support.fileio import check_output
 from hloopt.support.formats import Format
+from hloopt.support.tolerances import DEFAULT_ATOL, DEFAULT_RTOL
 from hloopt.xla.bridge import IsolatedPool, XlaError
-from hloopt.xla.execution import (
-    DEFAULT_ATOL,
+from hloopt.xla.formats import load
+from hloopt.xla.running import (
     DEFAULT_MAX_BYTES,
-    DEFAULT_RTOL,
     NUMERICS,
-    CompareReport,
     Execution,
-    Numerics,
     Prepared,
     compare_prepared,
-    load_arrays,
     numerics_sides,
     run_prepared,
-    save_arrays,
     with_numerics,
 )
-from hloopt.xla.formats import load
 from hloopt.xla.timeouts import limit
 
 _inputs_option = click.option(

@@ -29,8 +29,8 @@ from hloopt.xla.timeouts import DEFAULT_TIMEOUT
 if TYPE_CHECKING:
     from distributed import Client
 
-    from hloopt.driver.batch import Shard
-    from hloopt.driver.flow import RunOptions
+    from hloopt.driver.batch import BatchOptions, Shard
+    from hloopt.driver.flow import FileOptions
     from hloopt.passes.pipeline import ChangedCheck
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -271,8 +271,8 @@ def main() -> None:
 )
 @timeout_option("reading or writing a .pb or .mlir file, one module's --verify-numerics")
 @reports_errors
-# Each option arrives under its RunOptions field name (tests/cli keeps the two lists equal), but
-# --dask-scheduler: the CLI turns it into the executor the batch runs on.
+# Each option arrives under its FileOptions or BatchOptions field name (tests/cli keeps the lists equal),
+# but --dask-scheduler: the CLI turns it into the executor the batch runs on.
 def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> None:
     """Read each INPUT (a file, - for stdin, or a directory of modules), run --passes, and print in XLA's canonical style.
 
@@ -281,9 +281,12 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
     tree mirrored), or --in-place, or only checked (--check) or diffed (--diff),
     with one summary and one exit code.
     """
-    from hloopt.driver.flow import RunOptions
+    from hloopt.driver.batch import BatchOptions
+    from hloopt.driver.flow import FileOptions
 
-    options = RunOptions(**given, check_changed=_changed_check())
+    batch_only = {name: given.pop(name) for name in _BATCH_ONLY}
+    options = FileOptions(**given, check_changed=_changed_check())
+    batch = BatchOptions(options, **batch_only)
     if "-" in inputs and len(inputs) > 1:
         raise click.UsageError("- (stdin) must be the only INPUT")
     if options.in_place and ("-" in inputs or options.output is not None):
@@ -295,9 +298,13 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
             "holds one module"
         )
     if len(inputs) == 1 and (inputs[0] == "-" or not os.path.isdir(inputs[0])):
-        _run_file(inputs[0], options, dask_scheduler)
+        _run_file(inputs[0], batch, dask_scheduler)
     else:
-        _run_batch(inputs, options, dask_scheduler)
+        _run_batch(inputs, batch, dask_scheduler)
+
+
+#: The options of ``run`` that only a batch has (`BatchOptions`' own fields): a lone file refuses them.
+_BATCH_ONLY = {"globs": "--glob", "jobs": "--jobs", "report_path": "--report", "shard": "--shard"}
 
 
 def _changed_check() -> ChangedCheck | None:
@@ -309,7 +316,7 @@ def _changed_check() -> ChangedCheck | None:
 
 #: Options of ``run`` that mean something only beside another: (parameter, whether the options have what
 #: it needs, why it needs that). Given without it they would be ignored, so they are refused instead.
-_NEEDS: tuple[tuple[str, Callable[[RunOptions], bool], str], ...] = (
+_NEEDS: tuple[tuple[str, Callable[[FileOptions], bool], str], ...] = (
     (
         "per_pass",
         lambda o: o.verify_numerics,
@@ -333,7 +340,7 @@ _NEEDS: tuple[tuple[str, Callable[[RunOptions], bool], str], ...] = (
 )
 
 
-def _refuse_options_without_effect(ctx: click.Context, options: RunOptions) -> None:
+def _refuse_options_without_effect(ctx: click.Context, options: FileOptions) -> None:
     """A usage error (exit 2) for each option given where it would do nothing, saying what it needs."""
     default = click.core.ParameterSource.DEFAULT
     useless = [
@@ -349,7 +356,7 @@ def _echo_losses(output: str | None, lost: list[str]) -> None:
         click.echo(f"hloopt: warning: {output}: this format does not keep {'; '.join(lost)}", err=True)
 
 
-def _echo_module(text: str, name: str, options: RunOptions) -> None:
+def _echo_module(text: str, name: str, options: FileOptions) -> None:
     """The module (read from `name`) on stdout, as HLO text unless --output-format asks for another format."""
     if options.output_format in (None, "hlo"):
         click.echo(text, nl=False)
@@ -367,19 +374,14 @@ def _echo_module(text: str, name: str, options: RunOptions) -> None:
         click.echo(data, nl=False)
 
 
-def _run_file(input_path: str, options: RunOptions, dask_scheduler: str | None) -> None:
+def _run_file(input_path: str, batch: BatchOptions, dask_scheduler: str | None) -> None:
     """``hloopt run FILE``: the module's text (or diff) on stdout or to -o, what the passes did on stderr."""
     from hloopt.driver.flow import Job, compare_numerics, process_file
     from hloopt.support.gcpause import paused_gc
 
-    batch_only = (
-        ("--glob", options.globs),
-        ("--jobs", options.jobs),
-        ("--report", options.report_path),
-        ("--shard", options.shard),
-        ("--dask-scheduler", dask_scheduler),
-    )
-    given = [flag for flag, value in batch_only if value]
+    given = [flag for name, flag in _BATCH_ONLY.items() if getattr(batch, name)]
+    given += ["--dask-scheduler"] if dask_scheduler else []
+    options = batch.file
     if given:
         verb = "apply" if len(given) > 1 else "applies"
         raise click.UsageError(f"{', '.join(given)} only {verb} to a directory INPUT or several INPUTs")
@@ -437,7 +439,7 @@ def same_file(a: str, b: str) -> bool:
         return False
 
 
-def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str | None) -> None:
+def _run_batch(inputs: Sequence[str], options: BatchOptions, dask_scheduler: str | None) -> None:
     """``hloopt run DIR`` or ``run INPUT...``: a progress bar on a terminal, each diff and warning, the
     summary, the exit code."""
     from hloopt.driver import batch, report
@@ -445,8 +447,8 @@ def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str |
     from hloopt.support.fileio import write_atomic
 
     options = batch.check_options(inputs, options)
-    if options.passes is not None:
-        _echo_order_note(options.passes)  # and an unknown pass is one error now, not one per module
+    if options.file.passes is not None:
+        _echo_order_note(options.file.passes)  # and an unknown pass is one error now, not one per module
     with ExitStack() as cluster:
         executor, in_flight = None, None
         if dask_scheduler is not None:  # connected before any output directory is made
@@ -455,7 +457,7 @@ def _run_batch(inputs: Sequence[str], options: RunOptions, dask_scheduler: str |
             threads = sum(worker["nthreads"] for worker in client.scheduler_info()["workers"].values())
             in_flight = batch.in_flight(options.jobs or max(threads, 1))
         jobs = batch.plan(inputs, options)
-        clashes = output_clashes(jobs, options)
+        clashes = output_clashes(jobs, options.file)
         if clashes:  # one output would replace another
             raise HloError("; ".join(clashes))
         process = partial(batch.run, inputs, options, jobs=jobs, executor=executor, max_in_flight=in_flight)

@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hloopt.driver import report as reports
-from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file, verify_numerics
+from hloopt.driver.flow import FileOptions, FileResult, Job, ModuleResult, process_file, verify_numerics
 from hloopt.errors import HloError
 from hloopt.support.fileio import check_output, make_directories, read_bytes, remove_stale_temporaries
 from hloopt.support.formats import MLIR_START, Format, detect, top_level_fields
@@ -110,6 +110,21 @@ def shard_of(key: PurePosixPath, count: int) -> int:
 
 
 @dataclass(frozen=True)
+class BatchOptions:
+    """What ``hloopt run`` does with a batch (a directory or several INPUTs): each file's options, and
+    which files are modules, how many processes, where the JSON report goes, which shard this run takes.
+
+    A batch worker is sent only `file`: the rest is for the process that plans and tallies the batch.
+    """
+
+    file: FileOptions = field(default_factory=FileOptions)
+    globs: tuple[str, ...] = ()
+    jobs: int | None = None
+    report_path: str | None = None
+    shard: Shard | None = None
+
+
+@dataclass(frozen=True)
 class Unlisted(Job):
     """A subdirectory `discover` could not list: a failed member of the batch, as an unreadable file is."""
 
@@ -129,7 +144,7 @@ class BatchReport:
     """Every file's result, in the order the files were found, and the time the batch took."""
 
     inputs: list[str]
-    options: RunOptions
+    options: BatchOptions
     files: list[FileResult]
     seconds: float = 0.0
 
@@ -145,7 +160,7 @@ class BatchReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--report`` JSON (`hloopt.driver.report` reads, summarises and merges it)."""
-        o = self.options
+        o, batch = self.options.file, self.options
         options = {
             "passes": o.passes,
             "numerics": o.numerics,
@@ -157,7 +172,7 @@ class BatchReport:
             "dump_dir": _as_path(o.dump_dir),
             "output_format": o.output_format,
             "split_input_file": o.split_input_file,
-            "globs": list(o.globs or DEFAULT_GLOBS),
+            "globs": list(batch.globs or DEFAULT_GLOBS),
             "verify_numerics": o.verify_numerics,
             "rtol": o.rtol,
             "atol": o.atol,
@@ -167,7 +182,7 @@ class BatchReport:
         return {
             "input": self.inputs[0] if len(self.inputs) == 1 else self.inputs,
             "options": options,
-            "shard": None if o.shard is None else {"index": o.shard.index, "count": o.shard.count},
+            "shard": None if batch.shard is None else {"index": batch.shard.index, "count": batch.shard.count},
             "summary": reports.summarise(modules, skipped),
             "seconds": round(self.seconds, 3),
             "modules": modules,
@@ -180,13 +195,14 @@ def _as_path(spelled: str | None) -> str | None:
     return None if spelled is None else str(Path(spelled))
 
 
-def check_options(inputs: Sequence[str], options: RunOptions) -> RunOptions:
+def check_options(inputs: Sequence[str], batch: BatchOptions) -> BatchOptions:
     """A batch (a directory INPUT or several INPUTs) needs somewhere for its modules to go; returns
     the options it runs with.
 
     -o and --dump-dir mirror one tree, so they take a single INPUT. With --check nothing is
     written, so an -o OUTDIR is ignored (and recorded as such in the report).
     """
+    options = batch.file
     if len(inputs) > 1:
         given = [flag for flag, value in (("-o", options.output), ("--dump-dir", options.dump_dir)) if value]
         if given:
@@ -203,23 +219,23 @@ def check_options(inputs: Sequence[str], options: RunOptions) -> RunOptions:
     if options.output == "-":
         raise HloError(f"{inputs[0]}: is a directory; its modules cannot be written to stdout, give -o OUTDIR")
     # Checked before any module is processed, so a bad path costs nothing and leaves nothing written.
-    if options.report_path is not None:
-        check_output(options.report_path)
+    if batch.report_path is not None:
+        check_output(batch.report_path)
     if options.dump_dir is not None and options.passes is not None:
         check_output(options.dump_dir, directory=True)
     if options.check and options.output is not None:
-        return replace(options, output=None)
-    return options
+        return replace(batch, file=replace(options, output=None))
+    return batch
 
 
-def plan(inputs: Sequence[str], options: RunOptions) -> list[Job]:
+def plan(inputs: Sequence[str], batch: BatchOptions) -> list[Job]:
     """The modules of the INPUTs, then this run's --shard of them; the output directory is made ready.
 
     A directory's modules are the files its globs find (an error when there are none), a file
     INPUT is a module whatever its name, and a file named twice is processed once, as first named.
     """
-    globs = options.globs or DEFAULT_GLOBS
-    out = Path(options.output) if options.output is not None else None
+    globs = batch.globs or DEFAULT_GLOBS
+    out = Path(batch.file.output) if batch.file.output is not None else None
     started = time.time()
     jobs: dict[str, Job] = {}
     for spelled in inputs:
@@ -231,7 +247,7 @@ def plan(inputs: Sequence[str], options: RunOptions) -> list[Job]:
             if out is not None:
                 _prepare_output_dir(path, out)
                 remove_stale_temporaries(out, started)
-            elif options.in_place:
+            elif batch.file.in_place:
                 remove_stale_temporaries(path, started)
         elif path.exists():
             found = [Job(spelled)]
@@ -239,7 +255,7 @@ def plan(inputs: Sequence[str], options: RunOptions) -> list[Job]:
             raise HloError(f"{spelled}: no such file or directory")
         for job in found:
             jobs.setdefault(os.path.realpath(job.path), job)
-    shard = options.shard
+    shard = batch.shard
     return [job for job in jobs.values() if shard is None or shard.holds(job)]
 
 
@@ -286,7 +302,7 @@ def _prepare_output_dir(root: Path, out: Path) -> None:
 
 def run(
     inputs: Sequence[str],
-    options: RunOptions,
+    options: BatchOptions | FileOptions,
     *,
     jobs: Sequence[Job] | None = None,
     advance: Callable[[FileResult], None] = lambda result: None,
@@ -295,19 +311,22 @@ def run(
 ) -> BatchReport:
     """Process the INPUTs' modules; `advance` is called as each file finishes.
 
-    `jobs` are the modules `plan` found (by default the options are checked and planned here).
+    `options` are the batch's, or only what to do with each file (the batch's own options left at
+    their defaults: every file found, as many processes as CPUs, no report, no shard). `jobs` are the modules `plan` found (by default the options are checked and planned here).
     Without an `executor` they run in --jobs local worker processes, a file each at a time; with
     one (Dask's ``client.get_executor()``, a process pool), each file is a task on it, at most
     `max_in_flight` (default `in_flight` of --jobs or the CPU count) submitted and not yet tallied.
     Either way --verify-numerics compares each file where it was processed, so only small records
     come home and memory does not grow with the number of files; the report is the same.
     """
+    batch = options if isinstance(options, BatchOptions) else BatchOptions(options)
     if jobs is None:
-        options = check_options(inputs, options)
-        jobs = plan(inputs, options)
-    workers = options.jobs or os.cpu_count() or 1
+        batch = check_options(inputs, batch)
+        jobs = plan(inputs, batch)
+    workers = batch.jobs or os.cpu_count() or 1
     start = time.perf_counter()
-    report = BatchReport(list(inputs), options, run_batch(jobs, options, workers, advance, executor, max_in_flight))
+    files = run_batch(jobs, batch.file, workers, advance, executor, max_in_flight)
+    report = BatchReport(list(inputs), batch, files)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -319,7 +338,7 @@ def in_flight(workers: int) -> int:
 
 def run_batch(
     jobs: Sequence[Job],
-    options: RunOptions,
+    options: FileOptions,
     workers: int,
     advance: Callable[[FileResult], None] = lambda result: None,
     executor: Executor | None = None,
@@ -396,7 +415,7 @@ def not_a_module(job: Job) -> str | None:
     return f"text that is neither HLO nor MLIR (it opens with {first[:60]!r})"
 
 
-def _work(job: Job, options: RunOptions) -> FileResult:
+def _work(job: Job, options: FileOptions) -> FileResult:
     """One batch member, in a worker: `process_file` (looked up at call time), then --verify-numerics here,
     in this process's XLA workers; trimmed to the small record the parent needs.
 
@@ -433,7 +452,7 @@ def _comparisons() -> IsolatedPool:
     return _COMPARISONS
 
 
-def _in_worker(job: Job, options: RunOptions, cwd: str) -> FileResult:
+def _in_worker(job: Job, options: FileOptions, cwd: str) -> FileResult:
     """In a worker: the file, in the batch's working directory (relative INPUTs and -o stay as given)."""
     try:
         os.chdir(cwd)
@@ -469,7 +488,7 @@ def _failed_file(job: Job, message: str) -> FileResult:
     return FileResult(job.name, [ModuleResult(job.name, "failed", error={"message": message})])
 
 
-def _in_workers(jobs: Sequence[Job], options: RunOptions, workers: int) -> Generator[tuple[Job, FileResult]]:
+def _in_workers(jobs: Sequence[Job], options: FileOptions, workers: int) -> Generator[tuple[Job, FileResult]]:
     """(job, result) as files finish in `workers` worker processes of a pool that ends with the batch
     (when it stops early, the workers caught writing remove their temporary files first)."""
     cwd = os.getcwd()
@@ -504,7 +523,7 @@ def _as_completed(
 
 
 def _on_executor(
-    executor: Executor, jobs: Sequence[Job], options: RunOptions, window: int
+    executor: Executor, jobs: Sequence[Job], options: FileOptions, window: int
 ) -> Generator[tuple[Job, FileResult]]:
     """(job, result) as files finish on `executor`, each a task; a task that fails (its worker lost) is its file's failure.
 
@@ -530,7 +549,7 @@ def _on_executor(
 class _Task:
     """One batch's work on an executor's worker: a file, processed in a worker process of that executor worker."""
 
-    options: RunOptions
+    options: FileOptions
     cwd: str
     #: The batch's own pool when the task runs in its process; None in another (see `__getstate__`).
     pool: WorkerPool | None = field(default=None, compare=False)

@@ -28,17 +28,16 @@ from hloopt.xla import formats
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
-    from hloopt.driver.batch import Shard
+    from hloopt.arrays.comparing import CompareReport
     from hloopt.passes.pipeline import ChangedCheck, PassReport
     from hloopt.xla.bridge import IsolatedPool
-    from hloopt.xla.execution import CompareReport
 
 Status = Literal["changed", "unchanged", "failed"]
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    """What ``hloopt run`` was asked to do; one object for a lone file and for a whole directory."""
+class FileOptions:
+    """What ``hloopt run`` does with each file: a lone file's options, and every file's in a batch."""
 
     passes: str | None = None
     numerics: str = "xla"
@@ -60,12 +59,6 @@ class RunOptions:
     output_format: str | None = None
     #: Each ``// -----`` chunk of a text file is a module of its own; the file is written back whole.
     split_input_file: bool = False
-    #: A batch only (a directory or several INPUTs): which files are modules, how many processes,
-    #: where the JSON report goes, and which shard of the modules this run processes.
-    globs: tuple[str, ...] = ()
-    jobs: int | None = None
-    report_path: str | None = None
-    shard: Shard | None = None
     #: Seconds any one XLA call may take (reading or writing a .pb or .mlir file, one module's
     #: comparison); then its worker is killed and the module fails. 0: no limit.
     timeout: float = DEFAULT_TIMEOUT
@@ -200,7 +193,7 @@ class Output:
             module.output, module.losses, module.pending = self.target, self.losses, None
 
 
-def process_file(job: Job, options: RunOptions, pool: IsolatedPool | None = None) -> FileResult:
+def process_file(job: Job, options: FileOptions, pool: IsolatedPool | None = None) -> FileResult:
     """Read, parse, run the passes, print, diff and write one file; any error becomes a failed result.
 
     A .pb or StableHLO file is read, and such an output written, by XLA in a worker of `pool` (else
@@ -230,7 +223,7 @@ def _failed(result: ModuleResult, err: Exception, name: str) -> None:
     result.exception = err
 
 
-def output_target(job: Job, options: RunOptions, read: Format) -> str | None:
+def output_target(job: Job, options: FileOptions, read: Format) -> str | None:
     """Where `job`'s output goes (None: nowhere, or stdout): INPUT itself with --in-place, -o for a lone
     file, else its place in the mirrored tree named for the format written there (`named_for`), which
     for a batch member is its input's format `read` unless --output-format says another."""
@@ -244,7 +237,7 @@ def output_target(job: Job, options: RunOptions, read: Format) -> str | None:
     return named_for(target, _output_format(job, options, read, target))
 
 
-def output_clashes(jobs: Sequence[Job], options: RunOptions) -> list[str]:
+def output_clashes(jobs: Sequence[Job], options: FileOptions) -> list[str]:
     """Each output two files of a batch would be written into (``a.hlo`` and ``a.pb`` under
     ``--output-format pb``), saying which; each file's format is the one its name says."""
     writers: dict[str, list[str]] = {}
@@ -259,7 +252,7 @@ def output_clashes(jobs: Sequence[Job], options: RunOptions) -> list[str]:
     ]
 
 
-def _process(job: Job, options: RunOptions, file: FileResult, pool: IsolatedPool | None) -> None:
+def _process(job: Job, options: FileOptions, file: FileResult, pool: IsolatedPool | None) -> None:
     target = output_target(job, options, named_format(job.path) or Format.HLO)
     dump = job.below(options.dump_dir) if options.passes is not None else None
     # Every output is checked before anything is written: a path that cannot be written leaves nothing behind.
@@ -317,7 +310,7 @@ def _process_module(
     located: str,
     source: str,
     name: str,
-    options: RunOptions,
+    options: FileOptions,
     result: ModuleResult,
     dump: str | None,
     read: Format,
@@ -352,7 +345,7 @@ def _process_module(
     result.texts = (located, text)
 
 
-def _output_format(job: Job, options: RunOptions, read: Format, target: str) -> Format:
+def _output_format(job: Job, options: FileOptions, read: Format, target: str) -> Format:
     """What `target` is written as: --output-format, else a batch member's input format, else -o's extension."""
     if options.output_format is not None or (job.relative is None and not options.in_place):
         return formats.output_format(target, options.output_format)
@@ -379,7 +372,7 @@ def error_record(err: BaseException, name: str) -> dict[str, Any]:
 
 
 def compare_numerics(
-    results: Sequence[ModuleResult], options: RunOptions, pool: IsolatedPool | None = None
+    results: Sequence[ModuleResult], options: FileOptions, pool: IsolatedPool | None = None
 ) -> list[CompareReport | HloError]:
     """Run each module before and after the passes through XLA on the CPU, in `pool`'s worker
     processes (by default one made for this call), under ``options.numerics`` (``neuron``: both
@@ -390,7 +383,7 @@ def compare_numerics(
     """
     from hloopt.xla.bridge import isolated_map
 
-    calls: list[tuple[str, str, list[tuple[str, str]] | None, RunOptions, str]] = []
+    calls: list[tuple[str, str, list[tuple[str, str]] | None, FileOptions, str]] = []
     for result in results:
         if result.texts is None:
             raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
@@ -459,7 +452,7 @@ def _withhold(results: Sequence[ModuleResult]) -> None:
             result.pending.withhold()
 
 
-def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: IsolatedPool | None = None) -> None:
+def verify_numerics(results: Sequence[ModuleResult], options: FileOptions, pool: IsolatedPool | None = None) -> None:
     """--verify-numerics into the results: each changed module's comparison (or the error that stopped it)
     becomes its ``numerics`` entry, as ``--report`` writes it."""
     changed = [result for result in results if result.status == "changed"]
@@ -477,11 +470,11 @@ def verify_numerics(results: Sequence[ModuleResult], options: RunOptions, pool: 
 
 
 def _compare(
-    before: str, after: str, passes: list[tuple[str, str]] | None, options: RunOptions, label: str
+    before: str, after: str, passes: list[tuple[str, str]] | None, options: FileOptions, label: str
 ) -> CompareReport:
-    """`execution.compare` (or `compare_passes`) in an XLA worker; a bug is reported as this module's
+    """`running.compare` (or `compare_passes`) in an XLA worker; a bug is reported as this module's
     error, not the batch's."""
-    from hloopt.xla.execution import check_numerics, compare, compare_passes
+    from hloopt.xla.running import check_numerics, compare, compare_passes
 
     labels = (label, "after passes")
     try:

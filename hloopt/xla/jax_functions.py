@@ -25,19 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from hloopt.arrays import ExecutionError
 from hloopt.cast_engine import Numerics
 from hloopt.ir.module import Module
 from hloopt.passes.pipeline import run_pipeline
 from hloopt.text.parser import parse
 from hloopt.xla.bridge import Executable, compile_cpu
-from hloopt.xla.execution import (
-    ExecutionError,
-    ExecutionWarning,
-    check_numerics,
-    convert_exact,
-    with_numerics,
-)
 from hloopt.xla.formats import print_options
+from hloopt.xla.running import ExecutionWarning, check_numerics, convert_exact, with_numerics
 
 #: What a pass list may be: a spec string (``"all"``, ``"upcast-all-to-fp32,fold-constant-converts"``) or names.
 Passes = str | Sequence[str] | None

@@ -1,6 +1,6 @@
 """`check_executable`: what XLA's parser takes but will not run is refused before XLA sees it, located.
 
-Each case is also run for real (`hloopt.xla.execution.run`, the installed jaxlib): each refused one
+Each case is also run for real (`hloopt.xla.running.run`, the installed jaxlib): each refused one
 must fail there too, so the check refuses nothing that runs, and each near miss must run.
 """
 
@@ -15,7 +15,7 @@ from hloopt.analysis.verifier import check_executable
 from hloopt.errors import HloError, HloParseError
 from hloopt.ir import ArrayShape
 from hloopt.xla.bridge import isolated_map
-from hloopt.xla.execution import run
+from hloopt.xla.running import run
 
 
 def _text(body: str) -> str:

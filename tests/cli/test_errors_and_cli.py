@@ -14,9 +14,10 @@ import pytest
 from hlo_text import hlo
 
 from hloopt import HloParseError, parse
-from hloopt.cli.main import run
+from hloopt.cli.main import _BATCH_ONLY, run
+from hloopt.driver.batch import BatchOptions
 from hloopt.driver.chunks import as_file
-from hloopt.driver.flow import RunOptions
+from hloopt.driver.flow import FileOptions
 
 GOOD = hlo("""
     HloModule m
@@ -265,9 +266,13 @@ def test_version() -> None:
     assert result.returncode == 0 and result.stdout.startswith("hloopt, version ")
 
 
-def test_every_run_option_is_a_run_options_field() -> None:
-    """`run` builds `RunOptions` from click's parameters by name, so the two lists must be the same; the
-    Dask scheduler is where the modules run, not what is done to them, so it is no field, and the changed-flag
-    check is read from $HLOOPT_CHECK_PASS_CHANGED, not an option."""
+def test_every_run_option_is_an_options_field() -> None:
+    """`run` builds `FileOptions` and `BatchOptions` from click's parameters by name, so the lists must be the
+    same, and a lone file refuses exactly the batch's own; the Dask scheduler is where the modules run, not what
+    is done to them, so it is no field, and the changed-flag check is read from $HLOOPT_CHECK_PASS_CHANGED, not
+    an option."""
     options = {param.name for param in run.params if isinstance(param, click.Option)}
-    assert options - {"dask_scheduler"} == {field.name for field in fields(RunOptions)} - {"check_changed"}
+    file_fields = {field.name for field in fields(FileOptions)} - {"check_changed"}
+    batch_fields = {field.name for field in fields(BatchOptions)} - {"file"}
+    assert options - {"dask_scheduler"} == file_fields | batch_fields
+    assert set(_BATCH_ONLY) == batch_fields

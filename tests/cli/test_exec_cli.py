@@ -15,10 +15,11 @@ from hlo_text import hlo
 from processes import children
 
 import hloopt
+from hloopt.arrays.npz import load_arrays
 from hloopt.cli.execution import compare_command, exec_command
 from hloopt.xla import bridge
 from hloopt.xla.bridge import XlaCrash, XlaError, canonical_in_subprocess, isolated_call, isolated_map
-from hloopt.xla.execution import execute, load_arrays
+from hloopt.xla.running import execute
 
 MIXED = """HloModule mixed
 ENTRY main {

@@ -15,8 +15,8 @@ import pytest
 from cli_invoke import invoke
 from hlo_text import hlo
 
-from hloopt.driver.batch import Shard, plan
-from hloopt.driver.flow import RunOptions
+from hloopt.driver.batch import BatchOptions, Shard, plan
+from hloopt.driver.flow import FileOptions
 
 REPO = Path(__file__).resolve().parents[2]
 CI = REPO / "examples" / "ci"
@@ -43,7 +43,7 @@ def shard_of_each(root: Path | str, count: int) -> dict[str, int]:
     """Each module's shard (by its path below `root`), as `hloopt run` picks them."""
     found: dict[str, int] = {}
     for index in range(1, count + 1):
-        for job in plan([str(root)], RunOptions(check=True, shard=Shard(index, count))):
+        for job in plan([str(root)], BatchOptions(FileOptions(check=True), shard=Shard(index, count))):
             assert job.relative is not None
             assert job.relative.as_posix() not in found  # disjoint
             found[job.relative.as_posix()] = index
@@ -53,14 +53,16 @@ def shard_of_each(root: Path | str, count: int) -> dict[str, int]:
 def test_corpus_shards_are_disjoint_cover_it_and_are_even(corpus_dir: Path) -> None:
     """`Shard.holds` is what `plan` (so ``hloopt run``) filters the batch with."""
     root = str(corpus_dir / "xla")
-    jobs = plan([root], RunOptions(check=True))
+    jobs = plan([root], BatchOptions(FileOptions(check=True)))
     assert len(jobs) == 8058
     for count in (1, 2, 7, 16):
         shards = [[job for job in jobs if Shard(k, count).holds(job)] for k in range(1, count + 1)]
         assert sorted(job.path for shard in shards for job in shard) == sorted(job.path for job in jobs)
         mean = len(jobs) / count
         assert all(abs(len(shard) - mean) < 0.1 * mean + 10 for shard in shards), [len(s) for s in shards]
-    assert plan([root], RunOptions(check=True, shard=Shard(3, 7))) == [job for job in jobs if Shard(3, 7).holds(job)]
+    assert plan([root], BatchOptions(FileOptions(check=True), shard=Shard(3, 7))) == [
+        job for job in jobs if Shard(3, 7).holds(job)
+    ]
 
 
 def test_a_module_keeps_its_shard_wherever_the_tree_is_and_whatever_is_added(
@@ -85,10 +87,12 @@ def test_file_inputs_shard_by_their_path_from_the_current_directory(
     monkeypatch.chdir(tree)
     names = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.hlo"))
     for k in (1, 2, 3):
-        by_name = plan(names, RunOptions(check=True, shard=Shard(k, 3)))
-        absolute = plan([str(tree / name) for name in names], RunOptions(check=True, shard=Shard(k, 3)))
+        by_name = plan(names, BatchOptions(FileOptions(check=True), shard=Shard(k, 3)))
+        absolute = plan([str(tree / name) for name in names], BatchOptions(FileOptions(check=True), shard=Shard(k, 3)))
         assert [job.path for job in by_name] == [str(Path(job.path).relative_to(tree)) for job in absolute]
-    assert sum(len(plan(names, RunOptions(check=True, shard=Shard(k, 3)))) for k in (1, 2, 3)) == len(names)
+    assert sum(len(plan(names, BatchOptions(FileOptions(check=True), shard=Shard(k, 3)))) for k in (1, 2, 3)) == len(
+        names
+    )
 
 
 def test_the_cli_shards_a_directory(tree: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from processes import alive, children
 
 from hloopt.driver import batch
 from hloopt.driver.batch import discover, run_batch
-from hloopt.driver.flow import FileResult, Job, ModuleResult, RunOptions, process_file
+from hloopt.driver.flow import FileOptions, FileResult, Job, ModuleResult, process_file
 from hloopt.support import pool
 
 PLAIN = """\
@@ -51,7 +51,7 @@ def test_a_dying_worker_costs_only_its_module(tmp_path: Path, monkeypatch: pytes
     out = tmp_path / "out"
     monkeypatch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))
     before = children()
-    results = modules(run_batch(discover(tmp_path), RunOptions(output=str(out)), workers=2))
+    results = modules(run_batch(discover(tmp_path), FileOptions(output=str(out)), workers=2))
     assert [Path(r.path).name for r in results] == sorted(names)
     by_name = {Path(r.path).name: r for r in results}
     assert by_name["boom.hlo"].status == "failed"
@@ -82,7 +82,7 @@ def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monk
 
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        run_batch(discover(src), RunOptions(output=str(out)), workers=2, advance=interrupt)
+        run_batch(discover(src), FileOptions(output=str(out)), workers=2, advance=interrupt)
     assert time.monotonic() - start < 30
     assert [p.name for p in out.iterdir()] == ["fast.hlo"]
     assert children() == before
@@ -100,7 +100,7 @@ def test_idle_workers_end_at_once_however_the_signal_lands(tmp_path: Path) -> No
     for _ in range(12):
         run_batch(
             discover(tmp_path),
-            RunOptions(passes="all", check=True),
+            FileOptions(passes="all", check=True),
             workers=2,
             advance=lambda _: home.append(time.monotonic()),
         )
@@ -121,7 +121,7 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
     )
     monkeypatch.setattr(pool, "PROGRAM", broken + REAL)  # in the worker that processes the file
     job = Job(str(tmp_path / "a.hlo"), PurePosixPath("a.hlo"))
-    (result,) = modules(run_batch([job], RunOptions(passes="all"), workers=1))
+    (result,) = modules(run_batch([job], FileOptions(passes="all"), workers=1))
     assert result.status == "failed"
     assert result.error == {
         "message": f"{tmp_path}/a.hlo: internal error: RecursionError: maximum recursion depth exceeded"
@@ -131,8 +131,8 @@ def test_internal_errors_are_reported_per_module(tmp_path: Path, monkeypatch: py
 
 def test_a_batch_sends_no_text_home_without_verify_numerics(tmp_path: Path) -> None:
     (tmp_path / "a.hlo").write_text(PLAIN)  # not canonical: printing it changes it
-    (tmp_path / "b.hlo").write_text(process_file(Job(str(tmp_path / "a.hlo")), RunOptions()).text)
-    results = modules(run_batch(discover(tmp_path), RunOptions(check=True), workers=1))
+    (tmp_path / "b.hlo").write_text(process_file(Job(str(tmp_path / "a.hlo")), FileOptions()).text)
+    results = modules(run_batch(discover(tmp_path), FileOptions(check=True), workers=1))
     assert [(r.status, r.texts, r.numerics) for r in results] == [("changed", None, None), ("unchanged", None, None)]
 
 
@@ -152,7 +152,7 @@ def test_verify_numerics_compares_each_file_where_it_was_processed(tmp_path: Pat
             (m.status, m.numerics is not None, m.texts is None and not m.stages) for m in file.modules
         ]
 
-    options = RunOptions(passes="all", check=True, verify_numerics=True, per_pass=True, split_input_file=True)
+    options = FileOptions(passes="all", check=True, verify_numerics=True, per_pass=True, split_input_file=True)
     results = modules(run_batch(discover(tmp_path), options, workers=workers, advance=advance))
     assert seen == {
         "int8_matmul.hlo": [("changed", True, True)],
@@ -182,7 +182,7 @@ def test_a_comparison_that_crashes_xla_costs_only_its_module(tmp_path: Path) -> 
     (tmp_path / "a_crash.hlo").write_text(CRASHES_XLA)
     spaced = (EXAMPLES / "int8_matmul.hlo").read_text().replace(" = ", "  =  ")  # so that printing it changes it
     (tmp_path / "b_int8_matmul.hlo").write_text(spaced)
-    options = RunOptions(check=True, verify_numerics=True)
+    options = FileOptions(check=True, verify_numerics=True)
     crashed, compared = modules(run_batch(discover(tmp_path), options, workers=1))
     assert crashed.status == "changed" and crashed.numerics is not None
     assert crashed.numerics["ok"] is False

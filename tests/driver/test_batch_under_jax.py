@@ -28,7 +28,9 @@ import hloopt
 import hloopt.batch
 
 print(float(jax.jit(lambda x: (x * 2).sum())(jnp.arange(4.0))))
-options = hloopt.batch.RunOptions(passes="all", check=True, jobs=2, verify_numerics=sys.argv[2] == "verify")
+options = hloopt.batch.BatchOptions(
+    hloopt.batch.FileOptions(passes="all", check=True, verify_numerics=sys.argv[2] == "verify"), jobs=2
+)
 report = hloopt.batch.run([sys.argv[1]], options).to_dict()
 print(json.dumps({"summary": report["summary"], "numerics": [m["numerics"] is not None for m in report["modules"]]}))
 double = "HloModule d\\nENTRY e {\\n  p = f32[2] parameter(0)\\n  ROOT r = f32[2] add(p, p)\\n}\\n"

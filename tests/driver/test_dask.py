@@ -17,7 +17,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,8 @@ from batch_children import kills_on
 
 import hloopt.batch
 from hloopt.driver import batch, flow
-from hloopt.driver.flow import Job, RunOptions
+from hloopt.driver.batch import BatchOptions
+from hloopt.driver.flow import FileOptions, Job
 from hloopt.support import pool
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "int8_matmul.hlo").write_text((EXAMPLES / "int8_matmul.hlo").read_text())
     (root / "deep" / "bn.hlo").write_text((EXAMPLES / "bf16_conv_batchnorm_train.hlo").read_text())
     (root / "deep" / "plain.hlo").write_text(PLAIN)
-    (root / "canonical.hlo").write_text(flow.process_file(Job(str(root / "deep" / "plain.hlo")), RunOptions()).text)
+    (root / "canonical.hlo").write_text(flow.process_file(Job(str(root / "deep" / "plain.hlo")), FileOptions()).text)
     (root / "deep" / "bad.hlo").write_text(BAD)
     (root / "deep" / "boom.hlo").write_text(PLAIN)
     return root
@@ -92,8 +92,8 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def options(out: str) -> RunOptions:
-    return RunOptions(passes="all", output=out, jobs=2)
+def options(out: str, **file: Any) -> BatchOptions:
+    return BatchOptions(FileOptions(passes="all", output=out, **file), jobs=2)
 
 
 @pytest.fixture
@@ -124,11 +124,11 @@ def test_dask_batch_equals_the_local_one(client: Client, tree: Path, local: dict
 def test_verify_numerics_on_dask_equals_the_local_one(client: Client, tree: Path) -> None:
     """--verify-numerics compares each file in the process that processed it (a child of a Dask worker,
     or a local pool worker): the comparisons and the report are the local ones, boom.hlo included."""
-    verify = replace(options("out-local"), verify_numerics=True, per_pass=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))
-        local = comparable(batch.run([str(tree)], verify).to_dict())
-    done = hloopt.batch.run([str(tree)], replace(verify, output="out-dask"), executor=client.get_executor())
+        local = comparable(batch.run([str(tree)], options("out-local", verify_numerics=True, per_pass=True)).to_dict())
+    verify = options("out-dask", verify_numerics=True, per_pass=True)
+    done = hloopt.batch.run([str(tree)], verify, executor=client.get_executor())
     assert comparable(done.to_dict()) == local
     compared = {Path(m["path"]).name: m["numerics"] for m in local["modules"] if m["numerics"] is not None}
     assert sorted(compared) == ["bn.hlo", "int8_matmul.hlo"]  # the changed modules, and only they
@@ -198,7 +198,7 @@ def test_the_modules_in_flight_stay_within_the_window(tmp_path: Path) -> None:
     for index in range(12):
         (tmp_path / f"m{index:02d}.hlo").write_text(PLAIN)
     with Counting() as executor:
-        done = batch.run([str(tmp_path)], RunOptions(check=True), executor=executor, max_in_flight=3)
+        done = batch.run([str(tmp_path)], FileOptions(check=True), executor=executor, max_in_flight=3)
     assert executor.submitted == 12 and executor.most == 3
     assert [m.status for m in done.modules] == ["changed"] * 12
 
@@ -208,13 +208,13 @@ def test_an_executor_that_loses_its_tasks(tree: Path) -> None:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=context) as broken:
         os.kill(broken.submit(os.getpid).result(), signal.SIGKILL)
-        lost = batch.run([str(tree)], RunOptions(check=True), executor=broken)
+        lost = batch.run([str(tree)], FileOptions(check=True), executor=broken)
     assert {m.error["message"] for m in lost.modules if m.error} == {
         f"{m.path}: the worker process died while processing this file (crash or out of memory)" for m in lost.modules
     }
     threads = ThreadPoolExecutor(1)
     threads.shutdown()
-    lost = batch.run([str(tree)], RunOptions(check=True), executor=threads)
+    lost = batch.run([str(tree)], FileOptions(check=True), executor=threads)
     assert [m.error and m.error["message"] for m in lost.modules] == [
         f"{m.path}: the executor lost this file: RuntimeError: cannot schedule new futures after shutdown"
         for m in lost.modules
@@ -231,7 +231,7 @@ def test_a_worker_that_cannot_reach_the_batch_directory(tmp_path: Path, monkeypa
     with ThreadPoolExecutor(1) as executor:  # one file at a time: b.hlo is sent once gone/ is removed
         done = batch.run(
             [str(tmp_path / "a.hlo"), str(tmp_path / "b.hlo")],
-            RunOptions(check=True),
+            FileOptions(check=True),
             executor=executor,
             max_in_flight=1,
             advance=lambda _: gone.rmdir() if gone.exists() else None,
@@ -268,7 +268,8 @@ def test_dask_scheduler_refused_with_a_lone_file_and_without_dask(tree: Path) ->
 
 def test_the_public_module_imports_no_dask() -> None:
     """``hloopt.batch`` is the driver's batch under a public name; the caller brings the executor (and dask)."""
-    assert hloopt.batch.run is batch.run and hloopt.batch.RunOptions is RunOptions
+    assert hloopt.batch.run is batch.run and hloopt.batch.BatchOptions is BatchOptions
+    assert hloopt.batch.FileOptions is FileOptions
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", "import hloopt.batch"],
         check=True,

@@ -105,7 +105,8 @@ def test_files_that_are_not_modules_are_known_by_their_content(tmp_path: Path) -
     }
     assert skipped["notes/options.pb"].startswith("a protobuf message (fields ")
     assert skipped["notes/options.pb"].endswith("neither an HloModuleProto nor XLA's HloProto dump")
-    done = public_batch.run([str(root)], public_batch.RunOptions(check=True, jobs=1))  # the same from Python
+    check = public_batch.BatchOptions(public_batch.FileOptions(check=True), jobs=1)
+    done = public_batch.run([str(root)], check)  # the same from Python
     assert {Path(file.path).relative_to(root).as_posix(): file.reason for file in done.skipped} == skipped
     assert all(isinstance(file, public_batch.Skipped) and not file.modules for file in done.skipped)
     status = {Path(m["path"]).relative_to(root).as_posix(): m["status"] for m in report["modules"]}

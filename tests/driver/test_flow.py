@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from hloopt.driver.chunks import as_file
-from hloopt.driver.flow import Job, ModuleResult, RunOptions, process_file, verify_numerics
+from hloopt.driver.flow import FileOptions, Job, ModuleResult, process_file, verify_numerics
 from hloopt.errors import HloError, HloParseError
 from hloopt.xla.bridge import IsolatedPool
 
@@ -37,20 +37,20 @@ def plain(tmp_path: Path) -> Path:
     return tmp_path / "plain.hlo"
 
 
-def process_module(job: Job, options: RunOptions) -> ModuleResult:
+def process_module(job: Job, options: FileOptions) -> ModuleResult:
     """The result of a file that is one module."""
     (result,) = process_file(job, options).modules
     return result
 
 
 def canonical(path: Path) -> str:
-    result = process_module(Job(str(path)), RunOptions())
+    result = process_module(Job(str(path)), FileOptions())
     assert result.texts is not None
     return result.texts[1]
 
 
 def test_a_lone_file_to_stdout_is_returned_not_printed(plain: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    result = process_module(Job(str(plain)), RunOptions())
+    result = process_module(Job(str(plain)), FileOptions())
     assert (result.path, result.status, result.output, result.error) == (str(plain), "changed", None, None)
     assert result.texts is not None and result.texts[0] == PLAIN and result.texts[1].startswith("HloModule plain")
     assert capsys.readouterr() == ("", "")
@@ -59,7 +59,7 @@ def test_a_lone_file_to_stdout_is_returned_not_printed(plain: Path, capsys: pyte
 
 def test_the_passes_are_summarised_per_pass(tmp_path: Path) -> None:
     (tmp_path / "m.hlo").write_text(INT8.read_text())
-    result = process_module(Job(str(tmp_path / "m.hlo")), RunOptions(passes="all", check=True))
+    result = process_module(Job(str(tmp_path / "m.hlo")), FileOptions(passes="all", check=True))
     assert [(p.name, p.changed) for p in result.passes] == [
         ("batchnorm-training-upcast", False),
         ("upcast-all-to-fp32", True),
@@ -83,10 +83,10 @@ def test_the_passes_are_summarised_per_pass(tmp_path: Path) -> None:
 
 def test_a_lone_output_is_written_atomically_and_its_directory_must_exist(plain: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.hlo"
-    file = process_file(Job(str(plain)), RunOptions(output=str(out), show_diff=True))
+    file = process_file(Job(str(plain)), FileOptions(output=str(out), show_diff=True))
     assert file.modules[0].output == str(out) and out.read_text() == as_file(canonical(plain))
     assert file.diff.splitlines()[:2] == [f"--- {plain}", f"+++ {out}"]  # a lone diff names the file written
-    missing = process_module(Job(str(plain)), RunOptions(output=str(tmp_path / "nope" / "out.hlo")))
+    missing = process_module(Job(str(plain)), FileOptions(output=str(tmp_path / "nope" / "out.hlo")))
     assert missing.status == "failed" and isinstance(missing.exception, HloError)
     assert missing.error == {"message": f"{plain}: {tmp_path}/nope/out.hlo: directory {tmp_path}/nope does not exist"}
     assert not (tmp_path / "nope").exists()
@@ -95,7 +95,7 @@ def test_a_lone_output_is_written_atomically_and_its_directory_must_exist(plain:
 def test_a_batch_member_mirrors_its_place_below_the_root(plain: Path, tmp_path: Path) -> None:
     job = Job(str(plain), PurePosixPath("deep/er/plain.hlo"))
     out, dump = tmp_path / "out", tmp_path / "dump"
-    file = process_file(job, RunOptions(passes="all", output=str(out), dump_dir=str(dump), show_diff=True))
+    file = process_file(job, FileOptions(passes="all", output=str(out), dump_dir=str(dump), show_diff=True))
     assert file.modules[0].output == str(out / "deep" / "er" / "plain.hlo")
     assert (out / "deep" / "er" / "plain.hlo").read_text() == as_file(canonical(plain))
     assert [p.name for p in (dump / "deep" / "er" / "plain.hlo").iterdir()] == ["00-input.hlo"]
@@ -103,9 +103,9 @@ def test_a_batch_member_mirrors_its_place_below_the_root(plain: Path, tmp_path: 
 
 
 def test_in_place_rewrites_only_a_changed_text(plain: Path) -> None:
-    assert process_module(Job(str(plain)), RunOptions(in_place=True)).output == str(plain)
+    assert process_module(Job(str(plain)), FileOptions(in_place=True)).output == str(plain)
     stamp = plain.stat().st_mtime_ns
-    again = process_module(Job(str(plain)), RunOptions(in_place=True))
+    again = process_module(Job(str(plain)), FileOptions(in_place=True))
     assert (again.status, again.output) == ("unchanged", None)
     assert plain.stat().st_mtime_ns == stamp
 
@@ -113,7 +113,7 @@ def test_in_place_rewrites_only_a_changed_text(plain: Path) -> None:
 def test_bad_input_is_a_failed_result_with_its_location(tmp_path: Path) -> None:
     (tmp_path / "bad.hlo").write_text(BAD)
     out = tmp_path / "out.hlo"
-    result = process_module(Job(str(tmp_path / "bad.hlo")), RunOptions(output=str(out)))
+    result = process_module(Job(str(tmp_path / "bad.hlo")), FileOptions(output=str(out)))
     assert result.status == "failed" and isinstance(result.exception, HloParseError)
     assert result.error is not None
     assert (result.error["line"], result.error["column"]) == (3, 22)
@@ -123,7 +123,7 @@ def test_bad_input_is_a_failed_result_with_its_location(tmp_path: Path) -> None:
 
 def test_stdin_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BAD.encode())))
-    result = process_module(Job("-"), RunOptions())
+    result = process_module(Job("-"), FileOptions())
     assert result.path == "<stdin>"
     assert result.error is not None and result.error["file"] == "<stdin>"
 
@@ -131,7 +131,7 @@ def test_stdin_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_per_pass_keeps_the_module_after_each_changing_pass(tmp_path: Path) -> None:
     """Read back from the pipeline's dumps: a private directory without --dump-dir, and never an older run's."""
     (tmp_path / "m.hlo").write_text(INT8.read_text())
-    options = RunOptions(passes="all", check=True, verify_numerics=True, per_pass=True)
+    options = FileOptions(passes="all", check=True, verify_numerics=True, per_pass=True)
     result = process_module(Job(str(tmp_path / "m.hlo")), options)
     assert [name for name, _ in result.stages] == ["upcast-all-to-fp32", "neuron-int-matmul-downcast"]
     assert result.texts is not None and result.stages[-1][1] == result.texts[1]
@@ -142,7 +142,7 @@ def test_per_pass_keeps_the_module_after_each_changing_pass(tmp_path: Path) -> N
     (dump / "01-after-batchnorm-training-upcast.hlo").write_text("stale")
     again = process_module(Job(str(tmp_path / "m.hlo")), replace(options, dump_dir=str(dump)))
     assert again.stages == result.stages
-    assert not process_module(Job(str(tmp_path / "m.hlo")), RunOptions(passes="all", check=True)).stages
+    assert not process_module(Job(str(tmp_path / "m.hlo")), FileOptions(passes="all", check=True)).stages
 
 
 class _BrokenPool:
@@ -158,7 +158,7 @@ def test_a_broken_xla_pool_is_each_changed_module_s_numerics_error() -> None:
     """A batch worker's comparisons failing wholesale cost that file's comparisons, never the batch."""
     changed = ModuleResult("a.hlo", "changed", texts=(PLAIN, PLAIN))
     unchanged = ModuleResult("b.hlo", "unchanged", texts=(PLAIN, PLAIN))
-    verify_numerics([changed, unchanged], RunOptions(verify_numerics=True), cast(IsolatedPool, _BrokenPool()))
+    verify_numerics([changed, unchanged], FileOptions(verify_numerics=True), cast(IsolatedPool, _BrokenPool()))
     assert changed.numerics == {
         "ok": False,
         "error": "internal error: _compare raised in a worker: KeyError: a bug in the XLA worker",

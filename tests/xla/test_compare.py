@@ -9,7 +9,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hloopt.xla.execution import CompareReport, ExecutionError, compare, compare_outputs
+from hloopt.arrays import ExecutionError
+from hloopt.arrays.comparing import CompareReport, compare_outputs
+from hloopt.xla.running import compare
 
 SCALED = """HloModule scaled
 ENTRY main {

@@ -34,7 +34,7 @@ from conftest import execution_sweep_step
 from test_corpus_self_compare import TIMEOUT, _nondeterministic_modules, _outcome
 
 from hloopt.xla.bridge import isolated_map
-from hloopt.xla.execution import compare
+from hloopt.xla.running import compare
 
 pytestmark = pytest.mark.corpus
 

@@ -28,10 +28,12 @@ from pathlib import Path
 from conftest import execution_sweep_step
 
 from hloopt.analysis.verifier import VerificationError
+from hloopt.arrays import ExecutionError
+from hloopt.arrays.comparing import CompareReport
 from hloopt.errors import HloError
 from hloopt.passes.cpu_runnable import NotCpuRunnable
 from hloopt.xla.bridge import XlaCrash, XlaError, isolated_map
-from hloopt.xla.execution import CompareReport, ExecutionError, compare
+from hloopt.xla.running import compare
 
 MAX_BYTES = 16 << 20
 TIMEOUT = 2.0

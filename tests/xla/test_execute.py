@@ -8,12 +8,13 @@ import pytest
 from hlo_text import hlo
 
 from hloopt import parse
+from hloopt.arrays import ExecutionError
 from hloopt.errors import HloParseError
 from hloopt.ir.element_types import BY_NAME, ROWS, Kind
 from hloopt.ir.shape import ArrayShape
 from hloopt.passes.cpu_runnable import NotCpuRunnable
 from hloopt.xla.bridge import IsolatedPool, XlaError, canonical, compile_cpu, jaxlib_version
-from hloopt.xla.execution import ExecutionError, byte_size, convert_exact, execute, random_inputs, run
+from hloopt.xla.running import byte_size, convert_exact, execute, random_inputs, run
 
 INT_DOT = """HloModule int_dot
 ENTRY main {

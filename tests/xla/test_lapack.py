@@ -22,8 +22,8 @@ import pytest
 from conftest import sampled
 
 import hloopt
+from hloopt.arrays.npz import save_arrays
 from hloopt.xla.bridge import IsolatedPool
-from hloopt.xla.execution import save_arrays
 
 _RNG = np.random.default_rng(23)
 _A = (_RNG.standard_normal((4, 4)) + 4 * np.eye(4)).astype(np.float32)

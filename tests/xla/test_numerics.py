@@ -10,19 +10,9 @@ import pytest
 from numerics_modules import EXAMPLES, FLOAT_TO_INT, FROM_F64, TIES
 
 from hloopt import parse
-from hloopt.xla.execution import (
-    CompareReport,
-    Drift,
-    ExecutionError,
-    ExecutionWarning,
-    compare,
-    compare_outputs,
-    compare_passes,
-    execute,
-    numerics_sides,
-    run,
-    with_numerics,
-)
+from hloopt.arrays import ExecutionError
+from hloopt.arrays.comparing import CompareReport, Drift, compare_outputs
+from hloopt.xla.running import ExecutionWarning, compare, compare_passes, execute, numerics_sides, run, with_numerics
 
 NO_CONVERTS = """HloModule no_converts
 ENTRY main {

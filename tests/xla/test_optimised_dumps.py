@@ -23,7 +23,7 @@ from hloopt.errors import HloError
 from hloopt.passes.cpu_runnable import cpu_runnable
 from hloopt.text.parser import parse
 from hloopt.xla.bridge import isolated_map
-from hloopt.xla.execution import execute
+from hloopt.xla.running import execute
 
 Program = tuple[Callable[..., Any], tuple[np.ndarray, ...]]
 _RNG = np.random.default_rng(13)

@@ -1,10 +1,9 @@
-"""Run HLO modules on XLA's CPU backend and compare two runs output by output.
+"""Run HLO modules on XLA's CPU backend, and run several on the same inputs to compare them.
 
 Inputs are made from the parameter types XLA reports after compiling (tuple
 parameters flattened, as PJRT takes them), so what runs is exactly what XLA
-understood. `compare` measures what a rewrite did to the numbers, like XLA's
-``run_hlo_module --reference_platform``: module A is the reference, and
-`compare_passes` does so for every stage of a pipeline.
+understood. `compare` runs A, the reference, and B, and `compare_passes` every
+stage of a pipeline; `hloopt.arrays.comparing` measures how their outputs differ.
 
 Under ``numerics="neuron"`` a copy of the module has its converts replaced by
 the device's (`emulate-neuron-converts`) just before it is compiled, so any XLA
@@ -17,25 +16,27 @@ worker process imports jax; XLA compiles and runs only in the worker
 
 from __future__ import annotations
 
-import io
-import json
 import math
-import re
 import warnings
-import zipfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from functools import cache
+from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 
+from hloopt.arrays import ExecutionError
+from hloopt.arrays.comparing import (
+    CompareReport,
+    Drift,
+    OutputComparison,
+    PassRow,
+    compare_outputs,
+    same_values,
+    value_kind,
+)
 from hloopt.cast_engine import Numerics
-from hloopt.errors import HloError
 from hloopt.ir import Module
-from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
 from hloopt.ir.shape import ArrayShape
-from hloopt.support.fileio import write_atomic
 from hloopt.support.tolerances import DEFAULT_ATOL, DEFAULT_RTOL
 from hloopt.xla.bridge import Executable, IsolatedPool, XlaError, compile_cpu, host_spec, isolated_call, worker_pool
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
@@ -47,10 +48,6 @@ ModuleLike: TypeAlias = Module | str
 NUMERICS: tuple[Numerics, ...] = get_args(Numerics)
 #: The pass that gives a module the device's numerics.
 EMULATION_PASS = "emulate-neuron-converts"
-
-
-class ExecutionError(HloError):
-    """Inputs or outputs that cannot be used as asked (the XLA side was fine)."""
 
 
 class ExecutionWarning(UserWarning):
@@ -131,28 +128,12 @@ def _compile(prepared: Prepared, label: str) -> Executable:
         raise err.named(label) from None
 
 
-def _kind(dtype: np.dtype) -> str:
-    """bool, int, float or complex, ml_dtypes' narrow types included."""
-    import ml_dtypes
-
-    if dtype == np.bool_:
-        return "bool"
-    if dtype.kind == "c":
-        return "complex"
-    try:
-        ml_dtypes.finfo(dtype)
-        return "float"
-    except ValueError:
-        ml_dtypes.iinfo(dtype)
-        return "int"
-
-
 def _random_leaf(leaf: ArrayShape, rng: np.random.Generator) -> np.ndarray:
     """Normal floats rounded once into their own dtype, small ints, fair booleans."""
     import ml_dtypes
 
     dims, dtype = host_spec(leaf)
-    kind = _kind(dtype)
+    kind = value_kind(dtype)
     if kind == "bool":
         return rng.integers(0, 2, dims).astype(np.bool_)
     if kind == "int":
@@ -169,17 +150,6 @@ def _random_leaf(leaf: ArrayShape, rng: np.random.Generator) -> np.ndarray:
 def random_inputs(parameters: Sequence[ArrayShape], seed: int = 0) -> list[np.ndarray]:
     """One array per parameter leaf; leaf i depends only on (seed, i, its type)."""
     return [_random_leaf(leaf, np.random.default_rng([seed, index])) for index, leaf in enumerate(parameters)]
-
-
-def _wide(array: np.ndarray) -> np.ndarray:
-    """float64 (complex128) values: every type XLA has widens into them exactly, bar >2^53 ints."""
-    return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
-
-
-def _same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise: equal value and sign (so -0 ≠ +0), or both NaN."""
-    wa, wb = _wide(a), _wide(b)
-    return ((wa == wb) & (np.signbit(np.real(wa)) == np.signbit(np.real(wb)))) | (np.isnan(wa) & np.isnan(wb))
 
 
 def convert_exact(array: np.ndarray, leaf: ArrayShape, label: str) -> np.ndarray:
@@ -200,7 +170,7 @@ def convert_exact(array: np.ndarray, leaf: ArrayShape, label: str) -> np.ndarray
         with np.errstate(invalid="ignore", over="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
             converted = array.astype(dtype)
-        changed = int(np.count_nonzero(~_same_values(array, converted)))
+        changed = int(np.count_nonzero(~same_values(array, converted)))
     except (TypeError, ValueError) as err:
         raise ExecutionError(f"{label}: cannot convert {array.dtype.name} to {leaf.element_type}: {err}") from None
     if changed:
@@ -338,295 +308,6 @@ def execute(
 
 
 # --- compare ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OutputComparison:
-    """How output `index` of B differs from the reference A."""
-
-    index: int
-    shape: tuple[int, ...]
-    type_a: str
-    type_b: str
-    bit_identical: bool
-    max_abs_err: float
-    max_rel_err: float
-    #: In `ulp_type`, the lower-precision type of the two; None when the kinds differ.
-    max_ulp: int | None
-    ulp_type: str | None
-    over_tolerance: int
-    nan_mismatches: int
-    worst_index: tuple[int, ...] | None
-    worst_a: str | None
-    worst_b: str | None
-
-    @property
-    def within_tolerance(self) -> bool:
-        return self.over_tolerance == 0
-
-    @property
-    def elements(self) -> int:
-        return math.prod(self.shape)
-
-
-@dataclass(frozen=True)
-class Drift:
-    """One comparison summed up over all outputs: the largest errors, and the output that is worst.
-
-    The worst output is the one with NaN mismatches, else the largest relative error, else the
-    largest absolute error; None when every output is the same. `max_ulp` is the largest over the
-    outputs, in the lower-precision type of the output that has it.
-    """
-
-    max_abs_err: float
-    max_rel_err: float
-    max_ulp: int | None
-    ulp_type: str | None
-    nan_mismatches: int
-    worst_output: int | None
-
-    @classmethod
-    def of(cls, outputs: Sequence[OutputComparison]) -> Drift:
-        ulps = [output for output in outputs if output.max_ulp is not None]
-        widest = max(ulps, key=lambda output: output.max_ulp or 0, default=None)
-        moved = [output for output in outputs if not output.bit_identical]
-        worst = max(moved, key=lambda o: (o.nan_mismatches, o.max_rel_err, o.max_abs_err), default=None)
-        if worst is not None and (worst.nan_mismatches, worst.max_rel_err, worst.max_abs_err) == (0, 0.0, 0.0):
-            worst = None  # only signed zeros moved
-        return cls(
-            max_abs_err=max((output.max_abs_err for output in outputs), default=0.0),
-            max_rel_err=max((output.max_rel_err for output in outputs), default=0.0),
-            max_ulp=None if widest is None else widest.max_ulp,
-            ulp_type=None if widest is None else widest.ulp_type,
-            nan_mismatches=sum(output.nan_mismatches for output in outputs),
-            worst_output=None if worst is None else worst.index,
-        )
-
-    def cells(self) -> tuple[str, ...]:
-        ulp = "-" if self.max_ulp is None else f"{self.max_ulp} ({self.ulp_type})"
-        worst = "-" if self.worst_output is None else f"output {self.worst_output}"
-        return f"{self.max_abs_err:.3g}", f"{self.max_rel_err:.3g}", ulp, str(self.nan_mismatches), worst
-
-
-@dataclass(frozen=True)
-class PassRow:
-    """What one pass that changed the module did to the numbers: against the input, and against
-    the module as the pass found it."""
-
-    name: str
-    against_input: Drift
-    against_previous: Drift
-
-
-@dataclass(frozen=True)
-class CompareReport:
-    """Per-output comparison; `seed` is None when the inputs were given.
-
-    `warnings` are the emulation's (``neuron`` numerics), each once; `per_pass` has a row per
-    pass that changed the module when `compare_passes` made the report, else None.
-    """
-
-    outputs: tuple[OutputComparison, ...]
-    rtol: float
-    atol: float
-    seed: int | None
-    warnings: tuple[str, ...] = ()
-    per_pass: tuple[PassRow, ...] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(output.within_tolerance for output in self.outputs)
-
-    @property
-    def bit_identical(self) -> bool:
-        return all(output.bit_identical for output in self.outputs)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: non-finite floats become the strings "inf", "-inf", "nan"."""
-        outputs = [
-            {**asdict(output), "within_tolerance": output.within_tolerance, "elements": output.elements}
-            for output in self.outputs
-        ]
-        return _json_safe(
-            {
-                "ok": self.ok,
-                "bit_identical": self.bit_identical,
-                "rtol": self.rtol,
-                "atol": self.atol,
-                "seed": self.seed,
-                "outputs": outputs,
-                "warnings": list(self.warnings),
-                "per_pass": None if self.per_pass is None else [asdict(row) for row in self.per_pass],
-            }
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def render(self) -> str:
-        """A table for people: one row per output, then the verdict. Errors are measured where both
-        sides are numbers; "nan" counts the elements that are NaN on one side only."""
-        header = (
-            "output",
-            "shape",
-            "type",
-            "bit-identical",
-            "max abs",
-            "max rel",
-            "max ulp",
-            "nan",
-            "over tol",
-            "worst",
-        )
-        rows = [header] + [_row(output) for output in self.outputs]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-        over = sum(not output.within_tolerance for output in self.outputs)
-        inputs = "given inputs" if self.seed is None else f"seed={self.seed}"
-        verdict = (
-            "all outputs within tolerance" if over == 0 else f"{over} of {len(self.outputs)} outputs over tolerance"
-        )
-        lines.append(f"{verdict} (rtol={self.rtol:g}, atol={self.atol:g}, {inputs})")
-        return "\n".join(lines)
-
-    def render_per_pass(self) -> str:
-        """The per-pass table: which pass moved the numbers, and by how much."""
-        if not self.per_pass:
-            return "per pass: no pass changed the module"
-        metrics = ("max abs", "max rel", "max ulp", "nan", "worst")
-        rows = [("pass", *metrics, *metrics)]
-        rows += [(row.name, *row.against_input.cells(), *row.against_previous.cells()) for row in self.per_pass]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        group = sum(widths[1:6]) + 2 * 4
-        title = "".ljust(widths[0]) + "  " + "against the input".ljust(group) + "  against the previous stage"
-        lines = [title] + ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-        return "\n".join(lines)
-
-
-def _row(output: OutputComparison) -> tuple[str, ...]:
-    types = output.type_a if output.type_a == output.type_b else f"{output.type_a}->{output.type_b}"
-    ulp = "-" if output.max_ulp is None else f"{output.max_ulp} ({output.ulp_type})"
-    worst = "-" if output.worst_index is None else f"{list(output.worst_index)}: {output.worst_a} vs {output.worst_b}"
-    return (
-        str(output.index),
-        str(list(output.shape)),
-        types,
-        "yes" if output.bit_identical else "no",
-        f"{output.max_abs_err:.3g}",
-        f"{output.max_rel_err:.3g}",
-        ulp,
-        str(output.nan_mismatches),
-        f"{output.over_tolerance}/{output.elements}",
-        worst,
-    )
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    return value
-
-
-@cache
-def xla_type_name(dtype: np.dtype) -> str:
-    """The XLA element type held by a numpy dtype (the inverse of `numpy_dtype`)."""
-    for name in sorted(PRIMITIVE_TYPES):
-        if BY_NAME[name].numpy_name is not None and numpy_dtype(name) == dtype:
-            return name
-    return dtype.name
-
-
-def _precision(dtype: np.dtype) -> tuple[int, int]:
-    """What `lower` ranks by: mantissa bits then exponent range (floats), bits (ints)."""
-    import ml_dtypes
-
-    if _kind(dtype) == "float":
-        info = ml_dtypes.finfo(dtype)
-        return int(info.nmant), int(info.maxexp)
-    if _kind(dtype) == "int":
-        return int(ml_dtypes.iinfo(dtype).bits), 0
-    return 1, 0
-
-
-def _ordered(array: np.ndarray) -> np.ndarray:
-    """Float bit patterns mapped to integers whose difference counts ULPs (+0 and -0 meet)."""
-    import ml_dtypes
-
-    info = ml_dtypes.finfo(array.dtype)
-    bits = array.view(f"u{array.dtype.itemsize}").astype(np.int64)
-    if float(info.min) > 0:  # unsigned format: no sign bit
-        return bits
-    sign = 1 << (int(info.bits) - 1)
-    return np.where(bits & sign, -(bits & (sign - 1)), bits)
-
-
-def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
-    """Max ULP distance between a and b, in the lower-precision type of the two."""
-    kind = _kind(a.dtype)
-    if kind != _kind(b.dtype):
-        return None, None
-    low = min(a.dtype, b.dtype, key=_precision)
-    a, b = a.astype(low), b.astype(low)
-    parts = [(np.real(a), np.real(b)), (np.imag(a), np.imag(b))] if kind == "complex" else [(a, b)]
-    worst = 0
-    for x, y in parts:
-        if _kind(x.dtype) == "float":
-            comparable = ~(np.isnan(x) | np.isnan(y))
-            distance = np.abs(_ordered(x[comparable]) - _ordered(y[comparable]))
-        else:
-            differ = x != y
-            distance = [abs(int(p) - int(q)) for p, q in zip(x[differ].tolist(), y[differ].tolist())]
-        worst = max([worst, *map(int, distance)])
-    return worst, xla_type_name(low)
-
-
-def compare_outputs(
-    index: int, a: np.ndarray, b: np.ndarray, types: tuple[str, str], rtol: float, atol: float
-) -> OutputComparison:
-    """Compare one output pair; B passes where ``|b - a| <= atol + rtol * |a|`` or both are NaN."""
-    if a.shape != b.shape:
-        raise ExecutionError(f"output {index}: shapes differ, {list(a.shape)} vs {list(b.shape)}")
-    bit_identical = a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    wa, wb = _wide(a), _wide(b)
-    nan_a, nan_b = np.isnan(wa), np.isnan(wb)
-    nan_mismatch = nan_a ^ nan_b
-    equal = (wa == wb) | (nan_a & nan_b)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        error = np.where(equal | nan_mismatch, 0.0, np.abs(wb - wa))
-        magnitude = np.abs(wa)
-        relative = np.where(error == 0, 0.0, error / np.where(nan_mismatch, 1.0, magnitude))
-        over = nan_mismatch | ((error > 0) & ~(error <= atol + rtol * magnitude))
-    worst: tuple[int, ...] | None = None
-    if nan_mismatch.any():
-        worst = tuple(int(i) for i in np.argwhere(nan_mismatch)[0])
-    elif error.size and error.max() > 0:
-        worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(error)), error.shape))
-    if "token" in types:
-        max_ulp, ulp_type = None, None
-    elif bit_identical:
-        max_ulp, ulp_type = 0, xla_type_name(a.dtype)
-    else:
-        max_ulp, ulp_type = _ulp_distance(a, b)
-    return OutputComparison(
-        index=index,
-        shape=tuple(a.shape),
-        type_a=types[0],
-        type_b=types[1],
-        bit_identical=bit_identical,
-        max_abs_err=float(error.max()) if error.size else 0.0,
-        max_rel_err=float(relative.max()) if relative.size else 0.0,
-        max_ulp=max_ulp,
-        ulp_type=ulp_type,
-        over_tolerance=int(np.count_nonzero(over)),
-        nan_mismatches=int(np.count_nonzero(nan_mismatch)),
-        worst_index=worst,
-        worst_a=None if worst is None else str(a[worst]),
-        worst_b=None if worst is None else str(b[worst]),
-    )
 
 
 def _shared_inputs(
@@ -786,30 +467,3 @@ def _compare_passes(
     rows = tuple(PassRow(name, drift(0, stage), drift(stage - 1, stage)) for stage, name in enumerate(passes, start=1))
     outputs = runs.comparison(at[0], at[-1], rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings, rows)
-
-
-# --- npz files -------------------------------------------------------------------------------
-
-_NUMBERED = re.compile(r"(\D*)(\d+)")
-
-
-def load_arrays(path: str) -> list[np.ndarray]:
-    """The arrays of an npz file in input order: by number for keys like ``input3``, else file order."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except FileNotFoundError:
-        raise ExecutionError(f"{path}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
-        raise ExecutionError(f"{path}: not an npz file of arrays: {err}") from None
-    numbered = [_NUMBERED.fullmatch(key) for key in arrays]
-    if all(numbered) and len({m.group(1) for m in numbered if m}) == 1:
-        return [arrays[m.group(0)] for m in sorted((m for m in numbered if m), key=lambda m: int(m.group(2)))]
-    return list(arrays.values())
-
-
-def save_arrays(path: str, prefix: str, arrays: Sequence[np.ndarray]) -> None:
-    """Write ``prefix0``, ``prefix1``… atomically; bf16/fp8 arrays are stored as their raw bytes."""
-    buffer = io.BytesIO()
-    np.savez(buffer, allow_pickle=False, **{f"{prefix}{i}": array for i, array in enumerate(arrays)})
-    write_atomic(path, buffer.getvalue())
