@@ -23,11 +23,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "support": frozenset({"errors"}),
     "text": frozenset({"errors", "support", "ir"}),
     "analysis": frozenset({"errors", "ir"}),
+    "arrays": frozenset({"errors", "support", "ir"}),
     "passes": frozenset({"errors", "support", "ir", "analysis", "cast_engine"}),
-    "xla": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine"}),
-    "driver": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "xla"}),
+    "xla": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays"}),
+    "driver": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays", "xla"}),
     "cli": frozenset(
-        {"__init__", "errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "xla", "driver"}
+        {"__init__", "errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays", "xla", "driver"}
     ),
     "__init__": frozenset({"errors", "ir", "text", "xla"}),
     "__main__": frozenset({"cli"}),

@@ -145,7 +145,8 @@ def exec_command(
         if path is not None:  # before XLA runs, and before either is written
             check_output(path)
     with IsolatedPool(2) as pool:
-        pool.start()  # the worker imports jax while this process reads, parses and prepares the modules
+        pool.start(1)  # one worker imports jax while this process reads, parses and prepares the modules (a second
+        # starts when the map has a second module)
         modules = _modules(module_path, split_input_file, timeout, pool)
         inputs = None if inputs_path is None else load_arrays(inputs_path)
         executions: list[Prepared | Execution | HloError] = [_prepared(m, numerics, module_path) for m in modules]
@@ -264,7 +265,7 @@ def compare_command(
     With --split-input-file, chunk i of A is compared with chunk i of B.
     """
     with IsolatedPool(2) as pool:
-        pool.start()  # the worker imports jax while this process reads and splits the modules
+        pool.start(1)  # one worker imports jax while this process reads and splits the modules (as exec)
         a_modules = _modules(a_path, split_input_file, timeout, pool)
         b_modules = _modules(b_path, split_input_file, timeout, pool)
         if len(a_modules) != len(b_modules):
