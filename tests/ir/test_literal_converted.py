@@ -37,7 +37,7 @@ def _constant(text: str) -> Literal:
 
 
 @pytest.mark.parametrize(
-    ("element_type", "dims", "value"), itertools.product(sorted(UPCAST_TYPES), _DIMS, ["1", "0.5"])
+    ("element_type", "dims", "value"), list(itertools.product(sorted(UPCAST_TYPES), _DIMS, ["1", "0.5"]))
 )
 def test_upcasting_one_written_value_keeps_it_one_and_means_the_whole_array(
     tmp_path: Path, element_type: str, dims: tuple[int, ...], value: str
