@@ -13,9 +13,11 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache, partial
 from typing import Any
 
+from hloopt.ir.attribute_values import ComparisonDirection, ComparisonType, FftType, FusionKind, RandomDistribution
 from hloopt.ir.brackets import split_top
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
@@ -58,7 +60,8 @@ _API_VERSIONS = {
     "API_VERSION_STATUS_RETURNING_UNIFIED",
     "API_VERSION_TYPED_FFI",
 }
-_DIRECTIONS = {"EQ", "NE", "GE", "GT", "LE", "LT"}
+_DIRECTIONS = {direction.value for direction in ComparisonDirection}
+_COMPARISON_TYPES = {kind.value for kind in ComparisonType}
 _INT = re.compile(r"-?\d{1,18}")
 _BOOL_LIST = re.compile(r"\{\s*(?:(?:true|false)\s*(?:,\s*(?:true|false)\s*)*)?\}")
 #: XLA's blanks between tokens (after `parse` has refused any other character outside strings).
@@ -550,7 +553,7 @@ def _check_compare(instruction: Instruction) -> None:
         if order not in ("TOTAL", "PARTIAL"):
             raise _fail(instruction, f"expects order=TOTAL or order=PARTIAL, but sees {order}", "order")
     kind = instruction.attributes.get("type")
-    if isinstance(kind, str) and kind not in ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"):
+    if isinstance(kind, str) and kind not in _COMPARISON_TYPES:
         raise _fail(instruction, f"expects comparison type but sees: {kind}", "type")
     direction = instruction.attributes.get("direction")
     if isinstance(direction, str) and direction.upper() not in _DIRECTIONS:
@@ -1062,6 +1065,13 @@ _ALIASING = rf"\{{{_W}{_NON_NEGATIVES}\}}{_W}:{_W}\({_W}-?[0-9]+{_W},{_W}\{{{_W}
 _INTEGER_VALUE = (re.compile(_INTEGER_TOKEN), "expects integer")
 _BOOL_VALUE = (re.compile("true|false"), "expects true or false")
 _INTEGER_LIST_VALUE = (re.compile(_BRACED_INTEGERS), "expects a list of integers in braces, e.g. {0,1}")
+
+
+def _spellings(enum: type[Enum]) -> re.Pattern[str]:
+    """The pattern of an enum attribute's spellings, from its typed value (one list of them, in `ir`)."""
+    return re.compile("|".join(member.value for member in enum))
+
+
 _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     **dict.fromkeys(
         (
@@ -1141,9 +1151,9 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
         ),
         "expects replica groups, e.g. {{0,1},{2,3}} or [2,2]<=[4]",
     ),
-    "kind": (re.compile("kLoop|kInput|kOutput|kCustom"), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
-    "distribution": (re.compile("rng_uniform|rng_normal"), "expects random distribution rng_uniform or rng_normal"),
-    "fft_type": (re.compile("FFT|IFFT|RFFT|IRFFT"), "expects fft type FFT, IFFT, RFFT or IRFFT"),
+    "kind": (_spellings(FusionKind), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
+    "distribution": (_spellings(RandomDistribution), "expects random distribution rng_uniform or rng_normal"),
+    "fft_type": (_spellings(FftType), "expects fft type FFT, IFFT, RFFT or IRFFT"),
     "output_to_operand_aliasing": (
         re.compile(_braced(_ALIASING)),
         "expects output_to_operand_aliasing, e.g. {{}: (0, {})}",
