@@ -5,9 +5,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: What an error is about: an instruction's name and its computation's (None when unknown).
+Subject = tuple[str, str | None]
+
 
 class HloError(Exception):
     """Base of every error hloopt reports to a user (the CLI exits 2 on these)."""
+
+    #: The instruction the error is about, as (name, computation name), so that a caller holding the text the
+    #: module was parsed from can point at its statement (`located`); None when it is about none.
+    subject: Subject | None = None
+
+    def headline(self) -> tuple[str, str]:
+        """The message as `located` shows it: the first line, beside the location, and the lines below the caret."""
+        first, _, rest = str(self).partition("\n")
+        return first, rest
+
+
+def about(err: HloError, instruction: str, computation: str | None) -> HloError:
+    """`err`, saying which instruction it is about (a pass's refusal of its input names one)."""
+    err.subject = (instruction, computation)
+    return err
 
 
 @dataclass(frozen=True)
@@ -22,11 +40,17 @@ class SourceLocation:
 class HloParseError(HloError):
     """Malformed HLO text, reported as ``FILE:LINE:COL: message`` plus the line and a caret."""
 
-    def __init__(self, message: str, location: SourceLocation, source_line: str) -> None:
+    def __init__(self, message: str, location: SourceLocation, source_line: str, notes: str = "") -> None:
         self.message = message
         self.location = location
         self.source_line = source_line
+        #: Lines shown below the caret (the other problems of a verifier's refusal).
+        self.notes = notes
         super().__init__(self.render())
+
+    def __reduce__(self) -> tuple[type[HloParseError], tuple[str, SourceLocation, str, str]]:
+        """Rebuilt from its parts, so it crosses from a worker process as itself."""
+        return HloParseError, (self.message, self.location, self.source_line, self.notes)
 
     def render(self) -> str:
         """``FILE:LINE:COL: message``, the source line with its unprintable characters escaped, a caret.
@@ -42,7 +66,8 @@ class HloParseError(HloError):
         before = ("…" if start > 0 else "") + shown(line[start:column])
         after = shown(line[column:end]) + ("…" if end < len(line) else "")
         caret = " " * len(before) + "^"
-        return f"{loc.filename}:{loc.line}:{loc.column}: {self.message}\n  {before}{after}\n  {caret}"
+        notes = f"\n{self.notes}" if self.notes else ""
+        return f"{loc.filename}:{loc.line}:{loc.column}: {self.message}\n  {before}{after}\n  {caret}{notes}"
 
 
 #: The most characters of a source line an error shows, and how many of them come before the caret.
@@ -87,3 +112,17 @@ def definition_offset(text: str, instruction: str, computation: str | None = Non
     if found is not None:
         return found.start(1)
     return len(text) - len(text[header.start() :].lstrip()) if header is not None else None
+
+
+def located(err: HloError, source: str, filename: str) -> HloError:
+    """`err` pointed at the statement in `source`, the text the module was parsed from, of the instruction it is
+    about (``FILE:LINE:COL``, the line and a caret, the rest of the message below); `err` itself when it is about
+    none, is located already, or `source` does not define that instruction (a pass made it)."""
+    if err.subject is None or isinstance(err, HloParseError):
+        return err
+    offset = definition_offset(source, *err.subject)
+    if offset is None:
+        return err
+    first, rest = err.headline()
+    location, line = locate(source, offset, filename)
+    return HloParseError(first, location, line, rest)

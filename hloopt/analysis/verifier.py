@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from hloopt.analysis.shape_inference import INFERABLE, ShapeResolver, infer
-from hloopt.errors import HloError, definition_offset, parse_error_at
+from hloopt.errors import HloError, Subject, about, located
 from hloopt.ir import element_types
 from hloopt.ir.attribute_values import dot_dimension_numbers, integers
 from hloopt.ir.element_types import COMPLEX_TYPES, FLOAT_TYPES, INT_TYPES, PRIMITIVE_TYPES
@@ -36,20 +36,46 @@ _TYPED = INTEGER_OR_PRED_OPERANDS | INTEGER_OPERANDS | FLOAT_OPERANDS | BINARY_S
 
 
 class VerificationError(HloError):
-    """The module breaks an HLO invariant; `problems` lists each one."""
+    """The module breaks an HLO invariant; `problems` lists each one, `subjects` the instruction each is about
+    (None for one about a computation or the module), so the first that has one can be located."""
 
-    def __init__(self, problems: list[str], culprit: str | None = None, before_passes: bool = False) -> None:
+    def __init__(
+        self,
+        problems: list[str],
+        culprit: str | None = None,
+        before_passes: bool = False,
+        subjects: list[Subject | None] | None = None,
+    ) -> None:
         self.problems = problems
-        self._args = (problems, culprit, before_passes)
+        self.subjects: list[Subject | None] = subjects if subjects is not None else [None] * len(problems)
+        self._args = (problems, culprit, before_passes, self.subjects)
         head = f"after pass {culprit}: " if culprit else ""
         if before_passes:
             head = "the input, before any pass: "
-        shown = problems[:10] + ([f"… and {len(problems) - 10} more"] if len(problems) > 10 else [])
-        super().__init__(head + "invalid module:\n  " + "\n  ".join(shown))
+        self._head = head + "invalid module:"
+        self.subject = next((subject for subject in self.subjects if subject is not None), None)
+        super().__init__(self._head + "\n" + self._listed(problems))
 
-    def __reduce__(self) -> tuple[type[VerificationError], tuple[list[str], str | None, bool]]:
+    @staticmethod
+    def _listed(problems: list[str]) -> str:
+        shown = problems[:10] + ([f"… and {len(problems) - 10} more"] if len(problems) > 10 else [])
+        return "\n".join(f"  {problem}" for problem in shown)
+
+    def headline(self) -> tuple[str, str]:
+        """The first problem about an instruction beside its location, the others below."""
+        first = self.subjects.index(self.subject) if self.subject is not None else 0
+        others = self.problems[:first] + self.problems[first + 1 :]
+        return f"{self._head} {self.problems[first]}", self._listed(others)
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[VerificationError], tuple[list[str], str | None, bool, list[Subject | None]]]:
         """Rebuilt from its arguments, so it crosses from a worker process as itself."""
         return VerificationError, self._args
+
+    def blamed_on_input(self) -> VerificationError:
+        """The same problems, blamed on the input rather than on a pass."""
+        return VerificationError(self.problems, before_passes=True, subjects=self.subjects)
 
 
 def same_shape(a: Shape | None, b: Shape | None) -> bool:
@@ -82,21 +108,22 @@ def _dimensions(shape: ArrayShape) -> list[tuple[int, bool]]:
 
 def verify(module: Module, culprit: str | None = None) -> None:
     """Raise VerificationError listing every problem found, or return quietly."""
-    problems: list[str] = []
+    problems: list[tuple[str, Subject | None]] = []
     shapes = ShapeResolver(module)
     for computation in module.computations:
         problems += _check_computation(computation, shapes)
-    problems += _check_entry(module)
+    problems += [(problem, None) for problem in _check_entry(module)]
     if problems:
-        raise VerificationError(problems, culprit)
+        raise VerificationError([problem for problem, _ in problems], culprit, subjects=[s for _, s in problems])
 
 
-def _check_computation(computation: Computation, shapes: ShapeResolver) -> list[str]:
-    problems: list[str] = []
+def _check_computation(computation: Computation, shapes: ShapeResolver) -> list[tuple[str, Subject | None]]:
+    """Each problem, with the instruction it is about."""
+    problems: list[tuple[str, Subject | None]] = []
     defined: set[Instruction] = set()
     names: set[str] = set()
     if computation.root is None or computation.root.parent is not computation:
-        problems.append(f"%{computation.name}: root is not an instruction of the computation")
+        problems.append((f"%{computation.name}: root is not an instruction of the computation", None))
     for instruction in computation.instructions:
         found: list[str] = []
         if instruction.name in names:
@@ -109,7 +136,8 @@ def _check_computation(computation: Computation, shapes: ShapeResolver) -> list[
         defined.add(instruction)
         if instruction.shape is not None and not _plainly_elementwise(instruction, shapes):
             found += _check_types(instruction, shapes) + _check_shape(instruction, shapes)
-        problems += [f"%{instruction.name} in %{computation.name}: {p}" for p in found]
+        subject = (instruction.name, computation.name)
+        problems += [(f"%{instruction.name} in %{computation.name}: {p}", subject) for p in found]
     return problems
 
 
@@ -302,10 +330,11 @@ def check_executable(module: Module, source: str | None = None, filename: str = 
             if not problems:
                 continue
             message = f"%{instruction.name} in %{computation.name}: {problems[0]}; XLA would refuse to run the module"
-            offset = None if source is None else definition_offset(source, instruction.name, computation.name)
-            if source is None or offset is None:  # no text, or one that does not define it: named, not at 1:1
+            refusal = about(HloError(message), instruction.name, computation.name)
+            pointed = refusal if source is None else located(refusal, source, filename)
+            if pointed is refusal:  # no text, or one that does not define it: named, not at 1:1
                 raise HloError(f"{filename}: {message}")
-            raise parse_error_at(source, offset, filename, message)
+            raise pointed
 
 
 def _executable_problems(instruction: Instruction, shapes: ShapeResolver) -> list[str]:

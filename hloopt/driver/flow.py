@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from hloopt import errors
 from hloopt.driver import chunks
 from hloopt.driver.chunks import Place, as_file, in_chunk, label
 from hloopt.errors import HloError, HloParseError
@@ -327,17 +328,25 @@ def _process_module(
     if options.passes is not None:
         if dump is not None:
             make_directories(dump)
-        report = run_pipeline(
-            module,
-            options.passes,
-            numerics=options.numerics,
-            dump_dir=dump,
-            original=lambda: parse(located, name),
-            check_changed=options.check_changed,
-            after_pass=(lambda pass_name, after: result.stages.append((pass_name, after)))
-            if options.per_pass
-            else None,
-        )
+        try:
+            report = run_pipeline(
+                module,
+                options.passes,
+                numerics=options.numerics,
+                dump_dir=dump,
+                original=lambda: parse(located, name),
+                check_changed=options.check_changed,
+                after_pass=(lambda pass_name, after: result.stages.append((pass_name, after)))
+                if options.per_pass
+                else None,
+            )
+        except HloError as err:  # points at the statement of the instruction it is about, or names the file
+            pointed = errors.located(err, located, name) if read is Format.HLO else err
+            if pointed is err:
+                if str(err).startswith(f"{name}: "):
+                    raise
+                pointed = HloError(f"{name}: {err}")
+            raise pointed from err
         result.passes = list(report.passes)
     text = module.to_text()
     changed = any(p.changed for p in result.passes) if options.passes is not None else as_file(text) != as_file(source)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol, runtime_checkable
 
 from hloopt.analysis.shape_inference import ShapeResolver
-from hloopt.errors import HloError
+from hloopt.errors import HloError, Subject, about
 from hloopt.ir.builder import Builder
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, tuple_elements
@@ -48,24 +48,44 @@ class PassError(HloError):
     input) is not wrapped.
     """
 
-    def __init__(self, what: str, pass_name: str, instruction: str | None = None, after: tuple[str, ...] = ()) -> None:
-        self._args = (what, pass_name, instruction, after)
+    def __init__(
+        self,
+        what: str,
+        pass_name: str,
+        instruction: str | None = None,
+        after: tuple[str, ...] = (),
+        subject: Subject | None = None,
+    ) -> None:
+        self._args = (what, pass_name, instruction, after, subject)
+        self.subject = subject
         head = f"in pass {pass_name}" + (f" (after {', '.join(after)})" if after else "")
         super().__init__(f"{head}: " + (f"{instruction}: " if instruction else "") + what)
 
-    def __reduce__(self) -> tuple[type[PassError], tuple[str, str, str | None, tuple[str, ...]]]:
+    def __reduce__(
+        self,
+    ) -> tuple[type[PassError], tuple[str, str, str | None, tuple[str, ...], Subject | None]]:
         """Rebuilt from its arguments, so it crosses from a worker process as itself."""
         return PassError, self._args
 
     def after(self, passes: tuple[str, ...]) -> PassError:
         """The same error, naming the passes that ran before (which the pipeline knows)."""
-        what, pass_name, instruction, _ = self._args
-        return PassError(what, pass_name, instruction, passes)
+        what, pass_name, instruction, _, subject = self._args
+        return PassError(what, pass_name, instruction, passes, subject)
+
+    @staticmethod
+    def on(what: str, pass_name: str, instruction: Instruction) -> PassError:
+        """A pass's failure on `instruction`: named in the message, and its subject for `located`."""
+        return PassError(what, pass_name, where(instruction), subject=subject_of(instruction))
 
 
 def pass_name(hlo_pass: HloPass) -> str:
     """What reports, dumps and errors call a pass: its `name`, else (a pass written in a notebook) its class."""
     return hlo_pass.name or type(hlo_pass).__name__
+
+
+def subject_of(instruction: Instruction) -> Subject:
+    """What an error about `instruction` records, for `errors.located` to find its statement."""
+    return instruction.name, instruction.parent.name if instruction.parent is not None else None
 
 
 def where(instruction: Instruction) -> str:
@@ -179,10 +199,12 @@ class OpExpanderPass(HloPass):
                         raise ValueError("expand made instructions, then returned None (skip before making any)")
                     continue
                 computation.replace_instruction(instruction, replacement)
-            except HloError:
+            except HloError as err:  # the pass refuses its input: the error is about this instruction
+                if err.subject is None:
+                    about(err, *subject_of(instruction))
                 raise
             except Exception as err:
-                raise PassError(_what(err), pass_name(self), where(instruction)) from err
+                raise PassError.on(_what(err), pass_name(self), instruction) from err
             warnings += said
             provenance += provenance_of(instruction, [*builder.created, replacement])
             rewritten += 1
@@ -203,10 +225,12 @@ class OpExpanderPass(HloPass):
         """The gate, with a failure naming the instruction it failed on."""
         try:
             return self.instruction_matches(instruction, shapes)
-        except HloError:
+        except HloError as err:
+            if err.subject is None:
+                about(err, *subject_of(instruction))
             raise
         except Exception as err:
-            raise PassError(_what(err), pass_name(self), where(instruction)) from err
+            raise PassError.on(_what(err), pass_name(self), instruction) from err
 
     @abstractmethod
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
@@ -242,5 +266,6 @@ def known_shape(shapes: ShapeResolver, instruction: Instruction) -> Shape:
     """The instruction's shape, written or inferred; an error when the source left it unknowable."""
     shape = shapes(instruction)
     if shape is None:
-        raise HloError(f"cannot infer the shape of %{instruction.name} ({instruction.opcode}); write it out")
+        message = f"cannot infer the shape of %{instruction.name} ({instruction.opcode}); write it out"
+        raise about(HloError(message), *subject_of(instruction))
     return shape

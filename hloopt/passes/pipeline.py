@@ -171,5 +171,5 @@ def _verify_after(module: Module, culprit: str, original: Callable[[], Module] |
             try:
                 verify(original())
             except VerificationError as err:
-                raise VerificationError(err.problems, before_passes=True) from None
+                raise err.blamed_on_input() from None
         raise

@@ -209,7 +209,7 @@ def test_a_pass_s_own_error_about_its_input_is_not_wrapped() -> None:
 
 
 def test_the_cli_reports_a_failing_pass_without_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A bug injected into a registered pass: exit 2, one line naming it, never a traceback."""
+    """A bug injected into a registered pass: exit 2, naming it, at the statement it failed on, never a traceback."""
 
     def gate(self: SimplifyConverts, instruction: Instruction, shapes: ShapeResolver) -> bool:
         raise RuntimeError("injected")
@@ -220,8 +220,10 @@ def test_the_cli_reports_a_failing_pass_without_a_traceback(tmp_path: Path, monk
     result = invoke("run", source, "--passes", "all,simplify-converts")
     assert result.exit_code == 2
     assert result.stderr == (
-        "hloopt: error: in pass simplify-converts (after batchnorm-training-upcast, upcast-all-to-fp32, "
-        "neuron-int-matmul-downcast): %a (parameter) in %main: RuntimeError: injected\n"
+        f"hloopt: error: {source}:4:3: in pass simplify-converts (after batchnorm-training-upcast, "
+        "upcast-all-to-fp32, neuron-int-matmul-downcast): %a (parameter) in %main: RuntimeError: injected\n"
+        "    a = f32[2]{0} parameter(0)\n"
+        "    ^\n"
     )
 
 
