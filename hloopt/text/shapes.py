@@ -57,6 +57,9 @@ class ShapeReader:
         element_type, dims_text, layout_text = match.groups()
         if element_type not in PRIMITIVE_TYPES:
             raise self._error(offset, f"unknown primitive type {element_type!r}")
+        if element_type in ("token", "opaque") and dims_text.strip():  # XLA's parser takes it, then aborts
+            at = offset + _leading_space(text) + match.start(2)
+            raise self._error(at, f"expects {element_type}[], with no dimensions (XLA aborts on any)")
         dims: list[int] = []
         dynamic: list[bool] = []
         for index, part in enumerate(p.strip() for p in dims_text.split(",")) if dims_text.strip() else ():

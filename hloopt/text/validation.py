@@ -97,18 +97,31 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
     checked_shapes: set[int] = set()
     checked_maps: set[tuple[str, str]] = set()
     for computation in module.computations:
-        numbers: set[int] = set()
+        numbers: dict[int, Instruction] = {}
         for instruction in computation.instructions:
             number = instruction.parameter_number
             if number is not None:
                 if number in numbers:
                     raise _fail(instruction, f"Duplicate parameter number {number}")
-                numbers.add(number)
+                numbers[number] = instruction
             shape = instruction.shape
             if shape is not None and id(shape) not in checked_shapes:
                 _check_shape(instruction, shape)
                 checked_shapes.add(id(shape))  # shapes are interned: check each once
             _check_instruction(instruction, parse_shape, checked_maps)
+        _check_parameter_numbers(numbers)
+
+
+def _check_parameter_numbers(numbers: dict[int, Instruction]) -> None:
+    """A computation's parameters are numbered 0 to n-1: XLA's parser takes a gap, then aborts making the
+    computation (``Check failed: param_no >= 0 && param_no < parameter_count``)."""
+    count = len(numbers)
+    past = sorted(number for number in numbers if number >= count)
+    if past:
+        said = f"{count} parameter" + ("" if count == 1 else "s")
+        expected = "parameter(0)" if count == 1 else f"parameter(0) to parameter({count - 1})"
+        message = f"parameter number {past[0]} in a computation of {said}: expects {expected}"
+        raise _fail(numbers[past[0]], message)
 
 
 def _fail(instruction: Instruction, message: str, attribute: str | None = None) -> InvalidHlo:

@@ -205,13 +205,25 @@ def test_text_xla_cannot_parse_is_refused_when_written_not_a_dead_process(fmt: F
     assert f"while reading the module to write it as {fmt.value}" in said
 
 
-@pytest.mark.parametrize("output", ["out.pb", "out.mlir"])
+#: Where hloopt refuses each `UNWRITABLE` text, up front: (line, column, what it says).
+REFUSED_AT = {
+    "parameter(1) without parameter(0)": (3, 3, "parameter number 1 in a computation of 1 parameter"),
+    "token[4]": (3, 13, "expects token[], with no dimensions (XLA aborts on any)"),
+}
+
+
+@pytest.mark.parametrize("output", ["out.pb", "out.mlir", "out.hlo"])
 @pytest.mark.parametrize("case", UNWRITABLE)
-def test_run_writing_text_xla_cannot_parse_exits_2_and_writes_nothing(tmp_path: Path, case: str, output: str) -> None:
+def test_text_xla_cannot_parse_is_refused_up_front_located(tmp_path: Path, case: str, output: str) -> None:
+    """What hloopt accepts it can write in every format: text XLA's parser aborts on is refused when read,
+    at its place, whatever the output format, and nothing is written."""
     source = tmp_path / "m.hlo"
     source.write_text(UNWRITABLE[case])
     result = hloopt("run", source, "-o", tmp_path / output)
-    assert_one_error(result, source, "while reading the module to write it as")
+    line, column, said = REFUSED_AT[case]
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"hloopt: error: {source}:{line}:{column}: {said}"), result.stderr
+    assert len(result.stderr.splitlines()) == 3 and "Traceback" not in result.stderr
     assert not (tmp_path / output).exists()
 
 
