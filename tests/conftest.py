@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 #: The markers that take a test out of the default run (registered, with their meaning, in pyproject.toml).
 TIERS = ("corpus", "slow")
@@ -39,24 +41,39 @@ def shared_dir() -> Path | None:
 
 #: Where CI pins the newest jaxlib line it tests (`.ci/pins.py` writes it).
 NEWEST_PINS = REPO / ".ci" / "constraints-py312.txt"
-#: On an older jaxlib line, the corpus's execution sweeps run every this-many-th module.
-OLDER_JAXLIB_STEP = 4
 
 
 def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
-def execution_sweep_step() -> int:
-    """Every how-many-th corpus module the sweeps that execute through XLA take: all of them on the newest jaxlib
-    line CI pins (the users' jax), a quarter on an older line, where the parse and print sweeps still run whole
-    (CI's time goes to the jax users run; ``HLOOPT_CORPUS_FULL=1`` runs all on any line)."""
-    if os.environ.get("HLOOPT_CORPUS_FULL") == "1" or not NEWEST_PINS.is_file():
-        return 1
+def on_newest_jaxlib_line() -> bool:
+    """Whether the installed jaxlib is the newest line CI pins (the users' jax), or newer; true where no pins are."""
+    if not NEWEST_PINS.is_file():
+        return True
     pinned = re.search(r"^jaxlib==(\S+)", NEWEST_PINS.read_text(), re.MULTILINE)
-    if pinned is None or _version_key(version("jaxlib")) >= _version_key(pinned.group(1)):
+    return pinned is None or _version_key(version("jaxlib")) >= _version_key(pinned.group(1))
+
+
+def sweep_step(newest: int, older: int) -> int:
+    """Every how-many-th corpus module a long sweep takes on this jaxlib line (`sweep_sample`)."""
+    if os.environ.get("HLOOPT_CORPUS_FULL") == "1":
         return 1
-    return OLDER_JAXLIB_STEP
+    return newest if on_newest_jaxlib_line() else older
+
+
+def sweep_sample(items: Sequence[T], newest: int, older: int) -> list[T]:
+    """The corpus modules a long sweep takes: every `newest`-th on the newest jaxlib line, every `older`-th on
+    an older one, starting half a `newest` step in, so that CI's two legs take different modules (for an even
+    `newest` that `older` is a multiple of); all of them with ``HLOOPT_CORPUS_FULL=1``."""
+    step = sweep_step(newest, older)
+    start = 0 if step == 1 or on_newest_jaxlib_line() else newest // 2
+    return list(items[start::step])
+
+
+#: The execution sweeps (self-compare, the device-numerics pair): every how-many-th module on the newest jaxlib
+#: line and on an older one.
+EXECUTION_SWEEP = (4, 8)
 
 
 @pytest.fixture(scope="session")

@@ -141,12 +141,12 @@ def test_only_the_corpus_fixture_reaches_shared() -> None:
 
 
 @pytest.mark.parametrize(
-    ("pinned", "full", "step"),
-    [("0.0.1", "", 1), ("999.0", "", 4), ("999.0", "1", 1)],
+    ("pinned", "full", "step", "taken"),
+    [("0.0.1", "", 4, [0, 4, 8, 12, 16]), ("999.0", "", 8, [2, 10, 18]), ("999.0", "1", 1, list(range(20)))],
     ids=["the newest line", "an older line", "an older line, HLOOPT_CORPUS_FULL=1"],
 )
-def test_execution_sweeps_run_whole_on_the_newest_jaxlib_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned: str, full: str, step: int
+def test_the_two_ci_legs_sweep_different_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned: str, full: str, step: int, taken: list[int]
 ) -> None:
     import conftest
 
@@ -154,4 +154,5 @@ def test_execution_sweeps_run_whole_on_the_newest_jaxlib_line(
     pins.write_text(f"jax=={pinned}\njaxlib=={pinned}\n")
     monkeypatch.setattr(conftest, "NEWEST_PINS", pins)
     monkeypatch.setenv("HLOOPT_CORPUS_FULL", full)
-    assert conftest.execution_sweep_step() == step
+    assert conftest.sweep_sample(range(20), 4, 8) == taken
+    assert conftest.sweep_step(4, 8) == step

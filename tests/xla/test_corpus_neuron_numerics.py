@@ -17,8 +17,8 @@ The subset: every module whose opcodes (INDEX.tsv) include ``convert`` or ``stoc
 and every sixteenth of the others in file order (about 470). A module without converts is left as
 it is by the pass, so what runs is hloopt's print of it, which `test_corpus_roundtrip` already
 checks against XLA's own for every module; a sixteenth of them shows the emulation leaves them
-alone, at a sixteenth of the cost. On an older jaxlib line a quarter of that subset runs
-(`conftest.execution_sweep_step`). ``HLOOPT_CORPUS_FULL=1`` runs them all.
+alone, at a sixteenth of the cost. A quarter of that subset runs on the newest jaxlib line CI pins, another
+eighth on an older one (`conftest.EXECUTION_SWEEP`). ``HLOOPT_CORPUS_FULL=1`` runs them all.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from conftest import execution_sweep_step
+from conftest import EXECUTION_SWEEP, sweep_sample, sweep_step
 from test_corpus_self_compare import TIMEOUT, _nondeterministic_modules, _outcome
 
 from hloopt.xla.bridge import isolated_map
@@ -56,12 +56,12 @@ def _subset(corpus: Path) -> tuple[list[Path], set[str]]:
     others = [path for path in files if path.name not in with_converts]
     step = 1 if os.environ.get("HLOOPT_CORPUS_FULL") == "1" else EVERY_OTHER
     chosen = {path.name for path in others[::step]} | with_converts
-    return [path for path in files if path.name in chosen][:: execution_sweep_step()], with_converts
+    return sweep_sample([path for path in files if path.name in chosen], *EXECUTION_SWEEP), with_converts
 
 
 def test_every_module_xla_runs_also_runs_with_the_device_numerics(corpus_dir: Path) -> None:
     files, with_converts = _subset(corpus_dir)
-    assert len(with_converts) > 500 and len(files) > 1000 // execution_sweep_step()
+    assert len(with_converts) > 500 and len(files) > 1000 // sweep_step(*EXECUTION_SWEEP)
     texts = {path.name: path.read_text() for path in files}
     started = time.monotonic()
     alone = isolated_map(partial(compare, max_bytes=MAX_BYTES), [(t, t) for t in texts.values()], timeout=TIMEOUT)
@@ -89,4 +89,4 @@ def test_every_module_xla_runs_also_runs_with_the_device_numerics(corpus_dir: Pa
     explained = with_converts | nondeterministic | elided | {name for name in ran if xla[name] == "differs"}
     unexplained = [name for name in differing if name not in explained]
     assert not unexplained, unexplained  # no convert, and XLA runs it the same twice: must be bit-identical
-    assert len(ran) > 500 // execution_sweep_step()
+    assert len(ran) > 500 // sweep_step(*EXECUTION_SWEEP)

@@ -8,7 +8,8 @@ that advances per run; custom calls such as GetRngSeed and AllocateBuffer
 return fresh seeds or uninitialised memory; set-dimension-size leaves padding
 undefined. Any other difference fails.
 
-On an older jaxlib line a quarter of the modules run (`conftest.execution_sweep_step`).
+A quarter of the modules run on the newest jaxlib line CI pins and another eighth on an older one
+(`conftest.EXECUTION_SWEEP`); ``HLOOPT_CORPUS_FULL=1`` runs them all.
 
 Modules run in worker processes (fresh interpreters), two at a time (XLA crashes on some of
 them). Per-module work is capped: inputs plus outputs over `MAX_BYTES` are
@@ -25,7 +26,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from conftest import execution_sweep_step
+from conftest import EXECUTION_SWEEP, sweep_sample, sweep_step
 
 from hloopt.analysis.verifier import VerificationError
 from hloopt.arrays import ExecutionError
@@ -93,8 +94,8 @@ def _outcome(result: object) -> str:
 def test_every_runnable_corpus_module_is_bit_identical_to_itself(corpus_dir: Path) -> None:
     every = sorted((corpus_dir / "xla").glob("*.hlo"))
     assert len(every) > 8000
-    step = execution_sweep_step()
-    files = every[::step]
+    step = sweep_step(*EXECUTION_SWEEP)
+    files = sweep_sample(every, *EXECUTION_SWEEP)
     texts = [path.read_text() for path in files]
     started = time.monotonic()
     results = isolated_map(partial(compare, max_bytes=MAX_BYTES), [(text, text) for text in texts], timeout=TIMEOUT)
