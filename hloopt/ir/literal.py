@@ -272,7 +272,7 @@ def _plain_scalar_fits(body: str, element_type: str) -> bool:
     """True when `body` is one plain number well inside `element_type`'s range: most constants are, and
     then the tokens, the count and the range need no further look (False: let them say what is wrong)."""
     match = _PLAIN_SCALAR.fullmatch(body)
-    if match is None or len(match.group(1)) > 24:  # a long one is read by the careful path (int() limits digits)
+    if match is None or len(match.group(1)) >= _LONG_DIGITS:  # a long one is read by the careful path
         return False
     number = match.group(1)
     limit = _SAFE_LIMITS.get(element_type)
@@ -284,12 +284,40 @@ def _plain_scalar_fits(body: str, element_type: str) -> bool:
     return False
 
 
+#: Digits from which an integer may not fit the 64 bits XLA's lexer reads it in.
+_LONG_DIGITS = 19
+#: A number written as an integer (no point, no exponent) of that many digits or more.
+_LONG_INTEGER = re.compile(rf"(?<![\w.+-])-?\d{{{_LONG_DIGITS},}}(?![\w.])")
+
+
+def _check_long_integers(body: str, kind: Kind) -> None:
+    """XLA's lexer reads a number written as an integer as a 64-bit one (unsigned when positive), even in a
+    floating-point literal, and has no token for one past that: ``f32[] constant(18446744073709551616)`` is
+    refused where ``…616.0`` is read."""
+    for match in _LONG_INTEGER.finditer(body):
+        if not _INT64_MIN <= int(match.group()) < 1 << 64:
+            said = "expects decimal or integer" if kind is Kind.COMPLEX else "unexpected token type in a literal"
+            raise LiteralError(said, match.start())
+
+
+def _check_one_scalar(body: str) -> None:
+    """A scalar constant is one value: XLA reads it and expects the `)` (``constant(42,)``, ``constant(false())``)."""
+    first = _COMPLEX_OR_ELEMENT.match(body)
+    if first is not None and first.end() < len(body):  # `body` is stripped: something follows the value
+        raise LiteralError("expects ')' after constant literal", len(body) - len(body[first.end() :].lstrip()))
+
+
 def _check_array(body: str, shape: ArrayShape) -> None:
     if not shape.dims and _plain_scalar_fits(body, shape.element_type):
         return
     scan = _scan(body) if len(body) >= _SCAN_FROM and "(" not in body else None
+    kind = BY_NAME[shape.element_type].kind
     if scan is None:
-        _check_tokens(body, BY_NAME[shape.element_type].kind)
+        _check_tokens(body, kind)
+    if kind in (Kind.FLOAT, Kind.COMPLEX) and (scan is None or scan.integer_digits >= _LONG_DIGITS):
+        _check_long_integers(body, kind)
+    if not shape.dims and not body.startswith("{"):
+        _check_one_scalar(body)
     if shape.element_type in COMPLEX_TYPES:
         found = len(_COMPLEX_ELEMENT.findall(body))
     elif scan is not None:

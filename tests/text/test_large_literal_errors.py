@@ -48,12 +48,19 @@ ACCEPTED = [
     ("s64[1500]", ending("9223372036854775807")),
     ("u64[1500]", ending("18446744073709551615")),
     ("u64[1500]", ending("-9223372036854775808")),  # XLA reads a U64 literal's values as int64 or uint64
+    # A float literal's integers are lexed in 64 bits too: these fit; so do long decimals and exponents.
+    ("f32[1500]", ending("18446744073709551615")),
+    ("f64[1500]", ending("-9223372036854775808")),
+    ("f64[1500]", ending("99999999999999999999.5")),
+    ("f64[1500]", ending("1e-0000000000000000000001")),
 ]
 
 S64_RANGE = "namely [-9223372036854775808, 9223372036854775807]."
 U64_RANGE = "namely [-9223372036854775808, 18446744073709551615]."
 
 REFUSED = [
+    ("f32[1500]", ending("18446744073709551616"), "3:4529: unexpected token type in a literal"),
+    ("f64[1500]", ending("-9223372036854775809"), "3:4529: unexpected token type in a literal"),
     ("s32[1501]", ["7"] * N, "3:31: literal has 1500 elements but shape s32[1501]{0} has 1501"),
     ("c64[1500]", ["(1, 0)"] * (N - 1), "3:31: literal has 1499 elements but shape c64[1500]{0} has 1500"),
     ("s8[1500]", ending("300"), "3:30: value 300 is out of range for literal's primitive type S8 namely [-128, 127]."),
