@@ -608,7 +608,7 @@ class _ShardingReader:
 
     def integer(self, message: str = "expects integer") -> int:
         token = self.take()
-        if not _INTEGER_TOKEN_RE.fullmatch(token):
+        if not _INTEGER_TOKEN_RE.fullmatch(token) or not _in_64_bits(token):
             raise InvalidHlo(message, attribute="sharding")
         return int(token)
 
@@ -1201,8 +1201,22 @@ def check_value_syntax(key: str, value: str) -> None:
     if not pattern.fullmatch(text.strip(" \t\n\r")):
         raise InvalidHlo(f"{expected}, found {value}", attribute=key)
     for number in re.findall(_INTEGER_TOKEN, text):
-        if len(number) > 21 or int(number) not in _INTEGER_RANGE:  # the length first: int() of 5000 digits raises
+        if not _in_64_bits(number):
             raise InvalidHlo(f"integer {number} is out of the 64-bit range", attribute=key)
+    if key == "source_target_pairs" and any(
+        len(re.findall(_INTEGER_TOKEN, inner)) != 2 for inner in _inner_braces(text)
+    ):
+        raise InvalidHlo("expects 'source_target_pairs=' to be a list of pairs", attribute=key)
+
+
+def _in_64_bits(number: str) -> bool:
+    """Whether XLA's lexer reads the integer `number` (the length first: int() of 5000 digits raises)."""
+    return len(number) <= 21 and int(number) in _INTEGER_RANGE
+
+
+def _inner_braces(text: str) -> list[str]:
+    """The `{…}` lists inside the outer braces of a list of lists (`{{0,1},{1,0}}`: `0,1` and `1,0`)."""
+    return re.findall(r"\{([^{}]*)\}", text.strip()[1:-1])
 
 
 def _check_value_syntax(instruction: Instruction, key: str) -> None:

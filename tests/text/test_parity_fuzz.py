@@ -68,10 +68,11 @@ def test_a_disagreement_is_found_and_classed() -> None:
     )
 
 
-def test_xla_refuses_every_lexer_parity_case() -> None:
-    """The golden cases of what hloopt now refuses (tests/errors/lexer_parity.hlo) are refused by XLA too."""
-    cases = error_cases(ERRORS / "lexer_parity.hlo")
-    assert len(cases) >= 20
+def test_xla_refuses_every_parity_case() -> None:
+    """The golden cases of what hloopt refuses to match XLA (tests/errors/lexer_parity.hlo and xla_parity.hlo)
+    are refused by XLA too (or abort it: a refusal, from a worker)."""
+    cases = error_cases(ERRORS / "lexer_parity.hlo") + error_cases(ERRORS / "xla_parity.hlo")
+    assert len(cases) >= 50
     verdicts = canonical_in_subprocess([case.text for case in cases])
     accepted = [case.label for case, verdict in zip(cases, verdicts) if not isinstance(verdict, HloError)]
     assert not accepted
