@@ -295,7 +295,8 @@ def _check_long_integers(body: str, kind: Kind) -> None:
     floating-point literal, and has no token for one past that: ``f32[] constant(18446744073709551616)`` is
     refused where ``…616.0`` is read."""
     for match in _LONG_INTEGER.finditer(body):
-        if not _INT64_MIN <= int(match.group()) < 1 << 64:
+        number = match.group()  # its length first: int() refuses thousands of digits
+        if len(number.lstrip("-").lstrip("0")) > 20 or not _INT64_MIN <= int(number) < 1 << 64:
             said = "expects decimal or integer" if kind is Kind.COMPLEX else "unexpected token type in a literal"
             raise LiteralError(said, match.start())
 
