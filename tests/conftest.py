@@ -89,10 +89,16 @@ def corpus_dir() -> Path:
     return found / "hlo-corpus"
 
 
-def sampled(values: Iterable[object], every: int) -> list[object]:
+def sampled(values: Iterable[object], every: int, *, unpack: bool = False) -> list[object]:
     """`values` as parameters, all but every `every`-th marked ``slow``: the fast tier keeps an even slice of a
-    sweep (the first value included), CI runs all of it."""
-    return [value if i % every == 0 else pytest.param(value, marks=pytest.mark.slow) for i, value in enumerate(values)]
+    sweep (the first value included), CI runs all of it. `unpack`: each value is a tuple, one item per name of a
+    parametrize with several names."""
+
+    def slow(value: object) -> object:
+        args = value if unpack and isinstance(value, tuple) else (value,)
+        return pytest.param(*args, marks=pytest.mark.slow)
+
+    return [value if i % every == 0 else slow(value) for i, value in enumerate(values)]
 
 
 def _named_files(config: pytest.Config) -> set[Path]:

@@ -246,6 +246,7 @@ def test_an_isolated_pool_keeps_its_worker_across_maps_and_replaces_a_crashed_on
     assert children() == before
 
 
+@pytest.mark.slow
 def test_a_worker_killed_from_outside_costs_only_its_call() -> None:
     """A worker killed during a map (by the OOM killer, say): its call is a crash, not an error of the whole
     map, and the other calls and the next map run in workers of the same pool."""

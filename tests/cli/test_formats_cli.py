@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import xla_workers
 from click.testing import CliRunner
+from conftest import sampled
 from hlo_text import hlo
 from xla_workers import on_worker_path
 
@@ -147,12 +148,16 @@ def mixed(tmp_path: Path, proto: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("output_format", "expected"),
-    [
-        ("pb", {"a.pb": Format.PROTO, "sub/b.pb": Format.PROTO, "c.pb": Format.PROTO}),
-        ("mlir", {"a.mlir": Format.STABLEHLO, "sub/b.mlir": Format.STABLEHLO, "c.mlir": Format.STABLEHLO}),
-        ("hlo", {"a.hlo": Format.HLO, "sub/b.hlo": Format.HLO, "c.hlo": Format.HLO}),
-        (None, {"a.pb": Format.PROTO, "sub/b.hlo": Format.HLO, "c.mlir": Format.STABLEHLO}),
-    ],
+    sampled(
+        [
+            (None, {"a.pb": Format.PROTO, "sub/b.hlo": Format.HLO, "c.mlir": Format.STABLEHLO}),
+            ("pb", {"a.pb": Format.PROTO, "sub/b.pb": Format.PROTO, "c.pb": Format.PROTO}),
+            ("mlir", {"a.mlir": Format.STABLEHLO, "sub/b.mlir": Format.STABLEHLO, "c.mlir": Format.STABLEHLO}),
+            ("hlo", {"a.hlo": Format.HLO, "sub/b.hlo": Format.HLO, "c.hlo": Format.HLO}),
+        ],
+        2,
+        unpack=True,
+    ),
 )
 def test_a_directory_s_outputs_are_named_for_the_format_written(
     tmp_path: Path, mixed: Path, output_format: str | None, expected: dict[str, Format]

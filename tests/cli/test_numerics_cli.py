@@ -132,6 +132,7 @@ def test_the_files_on_disk_stay_as_they_were(modules: Path) -> None:
     assert {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in paths} == before
 
 
+@pytest.mark.slow
 def test_emulation_warnings_are_printed_once(modules: Path) -> None:
     f64 = modules / "from_f64.hlo"
     for command, args in (

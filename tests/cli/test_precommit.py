@@ -176,6 +176,7 @@ def texts(work: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_try_repo_check_fails_on_the_staged_non_canonical_modules_and_changes_nothing(
     project: Path, hooks_repo: Path, offline: dict[str, str]
 ) -> None:

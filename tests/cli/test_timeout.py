@@ -94,6 +94,7 @@ def test_batch_numerics_stop_an_endless_loop_and_go_on(forever: Path, tmp_path: 
     assert modules["quick.hlo"]["numerics"]["ok"] is True
 
 
+@pytest.mark.slow
 def test_the_python_api_stops_an_endless_loop_and_leaves_no_process() -> None:
     before = children()
     with pytest.raises(XlaCrash) as caught:

@@ -88,6 +88,7 @@ def test_a_batch_stopped_mid_write_leaves_no_temporary_file(tmp_path: Path, monk
     assert children() == before
 
 
+@pytest.mark.slow
 def test_idle_workers_end_at_once_however_the_signal_lands(tmp_path: Path) -> None:
     """The batch ends its workers as soon as the last file is home, while each may be on its way back to
     read the next request: SIGTERM must end it there too, never leave the call waiting on it (the

@@ -121,6 +121,7 @@ def test_dask_batch_equals_the_local_one(client: Client, tree: Path, local: dict
     assert client.run(os.getpid) == workers  # boom.hlo killed a child of its worker, never the worker
 
 
+@pytest.mark.slow
 def test_verify_numerics_on_dask_equals_the_local_one(client: Client, tree: Path) -> None:
     """--verify-numerics compares each file in the process that processed it (a child of a Dask worker,
     or a local pool worker): the comparisons and the report are the local ones, boom.hlo included."""
@@ -155,6 +156,7 @@ def test_dask_from_the_command_line(client: Client, tree: Path, local: dict[str,
     assert snapshot(Path("out-cli")) == snapshot(Path("out-local"))
 
 
+@pytest.mark.slow
 def test_a_process_pool_and_a_thread_pool(tree: Path, local: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pool, "PROGRAM", kills_on("boom.hlo"))  # the thread pool's pool workers
     context = multiprocessing.get_context("spawn")  # this process may hold jax: never fork it

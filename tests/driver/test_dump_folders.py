@@ -155,6 +155,7 @@ def test_a_neuron_compile_cache(tmp_path: Path) -> None:
     assert all(hloopt("run", out / path).returncode == 0 for path in written)  # protos XLA reads back
 
 
+@pytest.mark.slow
 def test_shards_merge_their_skipped_files(tmp_path: Path) -> None:
     dump = xla_dump(tmp_path / "dump", "--xla_dump_hlo_as_proto", "--xla_dump_hlo_as_text")
     whole = hloopt("run", dump, "--check", "--report", tmp_path / "whole.json")

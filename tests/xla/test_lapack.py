@@ -121,7 +121,7 @@ def test_hloopt_compare_finds_them_bit_identical_to_themselves(modules: dict[str
             assert report.ok and report.bit_identical, name
 
 
-@pytest.mark.parametrize("name", sampled(sorted(CASES), 6))  # each is a new process: in-process above
+@pytest.mark.parametrize("name", sampled(sorted(CASES), 12))  # each is a new process: in-process above
 def test_hloopt_exec_runs_them_like_jax_jit(name: str, modules: dict[str, str], tmp_path: Path) -> None:
     module = tmp_path / f"{name}.hlo"
     module.write_text(modules[name])
@@ -133,6 +133,7 @@ def test_hloopt_exec_runs_them_like_jax_jit(name: str, modules: dict[str, str], 
         _assert_like_jax(name, [archive[f"output{i}"] for i in range(len(archive.files))])
 
 
+@pytest.mark.slow
 def test_hloopt_compare_runs_them_all_in_one_file(modules: dict[str, str], tmp_path: Path) -> None:
     """`compare --split-input-file`: every module against itself, through the CLI."""
     both = tmp_path / "all.hlo"
