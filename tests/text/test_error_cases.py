@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from hloopt import parse
+from hloopt.driver.chunks import split
 from hloopt.errors import HloParseError
 
 ERRORS = Path(__file__).resolve().parents[1] / "errors"
-_SEPARATOR = re.compile(r"^// -----\n", re.M)
 _EXPECTED = re.compile(r"^// ERROR: (\d+):(\d+): (.*)\n", re.M)
 
 
@@ -36,17 +36,16 @@ class ErrorCase:
 
 
 def error_cases(path: Path) -> list[ErrorCase]:
-    """The cases of one file, in order."""
+    """The cases of one file, in order (split as ``--split-input-file`` splits a file)."""
     cases: list[ErrorCase] = []
-    first_line = 1
-    for chunk in _SEPARATOR.split(path.read_text()):
-        expected = _EXPECTED.findall(chunk)
+    for chunk in split(path.read_text(), path.name):
+        first_line = chunk.place.line
+        expected = _EXPECTED.findall(chunk.text)
         assert len(expected) == 1, f"{path.name}:{first_line}: a case needs exactly one `// ERROR: L:C: message` line"
         line, column, message = expected[0]
-        label = chunk.partition("\n")[0].removeprefix("//").strip()
-        text = _EXPECTED.sub("", chunk)
+        label = chunk.text.partition("\n")[0].removeprefix("//").strip()
+        text = _EXPECTED.sub("", chunk.text)
         cases.append(ErrorCase(path.name, first_line, label, text, f"{line}:{column}: {message}"))
-        first_line += chunk.count("\n") + 1
     return cases
 
 
