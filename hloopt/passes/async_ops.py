@@ -16,7 +16,6 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hloopt.ir.attributes import canonical_order
 from hloopt.ir.module import AttributeValue, Computation, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_OWN_ATTRIBUTES, GENERIC_ATTRIBUTES, base_opcode
 from hloopt.ir.shape import TupleShape
@@ -166,7 +165,8 @@ def _keep_single(module: Module, start: Instruction) -> _Unwrapped | None:
         "call",
         expanded.root.shape,
         params,
-        canonical_order({"to_apply": expanded} | inherited),
+        {"to_apply": expanded} | inherited,
+        written_order=False,
     )
     wrapper.set_root(wrapper.append(call))
     assert start.parent is not None
@@ -191,7 +191,8 @@ def _rewrap(module: Module, record: _Unwrapped) -> None:
         rank = {name: index for index, name in enumerate(record.order)}
         merged = dict(sorted(merged.items(), key=lambda item: rank.get(item[0], len(rank))))
     else:
-        merged = canonical_order(op_attributes | merged)
+        merged = op_attributes | merged
+        start.written_order = False
     _respell(start, f"{root.opcode}-start", merged)
     for link in record.chain:
         _respell(link, link.opcode.replace("async", root.opcode, 1), link.attributes)

@@ -3,6 +3,9 @@
 Names get ``%``, shapes carry layouts (signatures do not), operand lists get
 ``/*index=N*/`` every fifth operand, computations are separated by a blank
 line. Attribute values hloopt does not model are printed exactly as parsed.
+
+The printer decides the layout from facts the IR keeps: an instruction's attributes print
+in the order written while `Instruction.written_order` holds, else in XLA's order.
 """
 
 from __future__ import annotations
@@ -35,6 +38,33 @@ _HEADER_ORDER = (
     "frontend_attributes",
     "origin_recovery_table",
 )
+
+
+#: Where XLA prints the generic attributes, after the opcode-specific ones
+#: (``HloInstruction::PrintExtraAttributes`` then ``PrintWithCanonicalNameMap``).
+_GENERIC_ORDER = ("sharding", "frontend_attributes", "control-predecessors", "metadata", "origin", "backend_config")
+_GENERIC_RANK = {key: rank for rank, key in enumerate(_GENERIC_ORDER)}
+#: XLA's order of an opcode's own attributes where hloopt makes them (``HloDotInstruction``'s
+#: ``ExtraAttributesToStringImpl``); any other of its attributes follows in the dict's order.
+_SPECIFIC_ORDER: dict[str, tuple[str, ...]] = {
+    "dot": (
+        "lhs_batch_dims",
+        "lhs_contracting_dims",
+        "rhs_batch_dims",
+        "rhs_contracting_dims",
+        "sparsity",
+        "operand_precision",
+    ),
+}
+
+
+def xla_attribute_order(opcode: str, attributes: dict[str, AttributeValue]) -> list[str]:
+    """The attribute names as XLA prints them: the opcode's own first (in its order where known),
+    then the generic ones in XLA's order."""
+    known = _SPECIFIC_ORDER.get(opcode, ())
+    specific = [key for key in known if key in attributes]
+    specific += [key for key in attributes if key not in _GENERIC_RANK and key not in known]
+    return specific + sorted((key for key in attributes if key in _GENERIC_RANK), key=_GENERIC_RANK.__getitem__)
 
 
 def _entry_layout(module: Module) -> ProgramLayout | None:
@@ -124,10 +154,13 @@ def print_instruction(instruction: Instruction, is_root: bool = False, shape_tex
         line += _operand_list(instruction.operands)
     if not instruction.attributes:
         return line + ")"
-    attributes = [
-        f", {key}={value if isinstance(value, str) else _attribute_text(value)}"
-        for key, value in instruction.attributes.items()
-    ]
+    written = instruction.attributes
+    items = (
+        written.items()
+        if instruction.written_order
+        else [(key, written[key]) for key in xla_attribute_order(instruction.opcode, written)]
+    )
+    attributes = [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
     return line + ")" + "".join(attributes)
 
 
