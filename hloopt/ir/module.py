@@ -119,6 +119,14 @@ class Instruction:
         if self.parent is not None:
             self.parent.note_control_edges(self)
 
+    def respell(self, opcode: str, attributes: dict[str, AttributeValue]) -> None:
+        """The same operation written another way (async sugar and its explicit form): not an edit, so a
+        computation whose ops are only respelled still prints as it was read."""
+        self.opcode = opcode
+        self.attributes = attributes
+        if self.parent is not None:
+            self.parent.note_control_edges(self)
+
     def _edited(self) -> None:
         if self.parent is not None:
             self.parent.edits += 1
@@ -163,7 +171,8 @@ class Computation:
         #: Attributes after the closing brace (``execution_thread="..."``), verbatim.
         self.attributes: dict[str, str] = {}
         self.parent: Module | None = None
-        #: How many edits this computation has had; only differences between two readings mean anything.
+        #: A fact for the printer: how many edits this computation has had since its text was read
+        #: (`mark_as_read`); one that has had some prints in XLA's post order, as XLA prints what it edited.
         self.edits = 0
         #: Whether any instruction has control predecessors; None until first asked. A rewrite of a
         #: computation without control edges then skips the scans for them (O(1), not O(n), per edit).
@@ -171,6 +180,10 @@ class Computation:
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name}>"
+
+    def mark_as_read(self) -> None:
+        """Its instructions are in the order the text wrote them (the parser's last step): no edits yet."""
+        self.edits = 0
 
     def parameters(self) -> list[Instruction]:
         params = [i for i in self.instructions if i.opcode == "parameter"]
@@ -335,10 +348,6 @@ class Computation:
         order += [i for i in self.instructions if i not in state]
         return order
 
-    def sort_in_print_order(self) -> None:
-        """Lay the instructions out in `print_order` (what XLA prints for a module it edited)."""
-        self.instructions = self.print_order()
-
     def post_order(self) -> list[Instruction]:
         """Dependency order: operands before users, from the root; unreachable instructions included (iterative).
 
@@ -493,6 +502,7 @@ class Module:
                 new.append(twin)
             if old.root is not None:
                 new.set_root(instructions[old.root])
+            new.edits = old.edits  # a copy is as edited as its original, not a computation built anew
             copy.add_computation(new)
         return copy
 

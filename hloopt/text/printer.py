@@ -5,7 +5,9 @@ Names get ``%``, shapes carry layouts (signatures do not), operand lists get
 line. Attribute values hloopt does not model are printed exactly as parsed.
 
 The printer decides the layout from facts the IR keeps: an instruction's attributes print
-in the order written while `Instruction.written_order` holds, else in XLA's order.
+in the order written while `Instruction.written_order` holds, else in XLA's order; a
+computation's instructions as listed until it is edited (`Computation.edits`), then in
+XLA's post order.
 """
 
 from __future__ import annotations
@@ -175,11 +177,20 @@ def _signature(computation: Computation, texts: _ShapeTexts) -> str:
     return f" ({listed}) -> {_shape_text(root.shape, texts, False)}"
 
 
+def _instruction_order(computation: Computation) -> list[Instruction]:
+    """As read until edited; then XLA's post order, as XLA prints a module it rewrote, except in a
+    scheduled module, whose list order is its schedule (new instructions sit before their first user)."""
+    module = computation.parent
+    if not computation.edits or (module is not None and module.attributes.get("is_scheduled") == "true"):
+        return computation.instructions
+    return computation.print_order()
+
+
 def print_computation(computation: Computation, shape_texts: _ShapeTexts | None = None) -> str:
     texts = shape_texts or _ShapeTexts()
     lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation, texts)} {{"]
     root = computation.root
-    lines.extend("  " + print_instruction(i, i is root, texts) for i in computation.instructions)
+    lines.extend("  " + print_instruction(i, i is root, texts) for i in _instruction_order(computation))
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"

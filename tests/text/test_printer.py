@@ -72,3 +72,43 @@ def test_xlas_order_of_a_dots_own_attributes() -> None:
     for order in permutations((*own, "operand_precision", "algorithm")):
         attributes: dict[str, AttributeValue] = dict.fromkeys(order, "x")
         assert xla_attribute_order("dot", attributes) == [*own, "operand_precision", "algorithm"]
+
+
+SCRAMBLED = """HloModule m{scheduled}
+
+ENTRY %main (p: f32[2], q: f32[2]) -> f32[2] {{
+  %c = f32[2]{{0}} constant({{1, 2}})
+  %q = f32[2]{{0}} parameter(1)
+  %p = f32[2]{{0}} parameter(0)
+  %a = f32[2]{{0}} add(%p, %c)
+  ROOT %r = f32[2]{{0}} multiply(%a, %q)
+}}
+"""
+
+
+def _names(text: str) -> list[str]:
+    return [line.removeprefix("  ROOT").split()[0].lstrip("%") for line in text.splitlines() if line.startswith("  ")]
+
+
+def test_a_parsed_computation_prints_as_written_and_its_copy_too() -> None:
+    module = parse(SCRAMBLED.format(scheduled=""))
+    assert _names(module.to_text()) == ["c", "q", "p", "a", "r"]
+    assert _names(module.clone().to_text()) == ["c", "q", "p", "a", "r"]
+
+
+def test_an_edited_computation_prints_in_xlas_post_order() -> None:
+    module = parse(SCRAMBLED.format(scheduled=""))
+    root = module.entry.root
+    assert root is not None and root.shape is not None
+    Builder.before(root).add("negate", root.shape, [root.operands[0]])  # dead, but an edit
+    assert [i.name for i in module.entry.instructions][:3] == ["c", "q", "p"]  # the IR does not sort
+    assert _names(module.to_text()) == ["p", "c", "a", "negate", "q", "r"]
+    assert _names(module.clone().to_text()) == ["p", "c", "a", "negate", "q", "r"]
+
+
+def test_an_edited_scheduled_computation_keeps_its_schedule() -> None:
+    module = parse(SCRAMBLED.format(scheduled=", is_scheduled=true"))
+    root = module.entry.root
+    assert root is not None and root.shape is not None
+    Builder.before(root).add("negate", root.shape, [root.operands[0]])
+    assert _names(module.to_text()) == ["c", "q", "p", "a", "negate", "r"]
