@@ -1,4 +1,4 @@
-"""The generic instruction attributes passes edit: metadata, frontend attributes, their order.
+"""The generic instruction attributes passes edit: metadata, frontend attributes.
 
 The parser reads both into typed values (`attribute_values`); these add an entry to one, whatever
 the instruction had (nothing, or a value), without disturbing the rest.
@@ -6,32 +6,14 @@ the instruction had (nothing, or a value), without disturbing the rest.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
-
 from hloopt.ir.attribute_values import FrontendAttributes, Metadata
-
-if TYPE_CHECKING:  # module.py imports this file; the type is only needed for annotations
-    from hloopt.ir.module import AttributeValue
-
-_Value = TypeVar("_Value", bound="AttributeValue")
+from hloopt.ir.module import AttributeValue
 
 
 class MapSyntaxError(ValueError):
     """A ``{key=value …}`` attribute the parser kept as text, which no typed operation can edit (the IR
     cannot raise HloError: ir/ imports nothing else of hloopt; passes turn this into one naming the
     instruction)."""
-
-
-#: Where XLA prints the generic attributes, after the opcode-specific ones
-#: (``HloInstruction::PrintExtraAttributes`` then ``PrintWithCanonicalNameMap``).
-GENERIC_ORDER = ("sharding", "frontend_attributes", "control-predecessors", "metadata", "origin", "backend_config")
-
-
-def canonical_order(attributes: dict[str, _Value]) -> dict[str, _Value]:
-    """Opcode-specific attributes first (as they were), then the generic ones in XLA's order."""
-    specific = {k: v for k, v in attributes.items() if k not in GENERIC_ORDER}
-    generic = {k: attributes[k] for k in GENERIC_ORDER if k in attributes}
-    return specific | generic
 
 
 def with_frontend_attribute(value: AttributeValue | None, key: str, text: str) -> FrontendAttributes:

@@ -50,7 +50,8 @@ class Builder:
         literal: Literal | None = None,
     ) -> Instruction:
         """A new `opcode` instruction, inserted at the insertion point."""
-        instruction = Instruction(self.module.unique_name(opcode), opcode, shape, operands, attributes, literal)
+        name = self.module.unique_name(opcode)
+        instruction = Instruction(name, opcode, shape, operands, attributes, literal, written_order=False)
         if self._after:
             self._near = self.computation.insert_after(self._anchor, instruction, self._near)
             self._anchor = instruction

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Union
 
 from hloopt.ir.attribute_values import Typed
-from hloopt.ir.attributes import canonical_order
 from hloopt.ir.literal import Literal
 from hloopt.ir.opcodes import SIDE_EFFECT_OPCODES
 from hloopt.ir.shape import Shape
@@ -46,7 +45,18 @@ AttributeValue = Union[str, Typed, "Computation", ComputationList, InstructionLi
 class Instruction:
     """One HLO instruction. Identity matters: instructions hash and compare by object."""
 
-    __slots__ = ("attributes", "literal", "name", "opcode", "operands", "parameter_number", "parent", "shape", "users")
+    __slots__ = (
+        "attributes",
+        "literal",
+        "name",
+        "opcode",
+        "operands",
+        "parameter_number",
+        "parent",
+        "shape",
+        "users",
+        "written_order",
+    )
 
     def __init__(
         self,
@@ -57,6 +67,7 @@ class Instruction:
         attributes: dict[str, AttributeValue] | None = None,
         literal: Literal | None = None,
         parameter_number: int | None = None,
+        written_order: bool = True,
     ) -> None:
         self.name = name
         self.opcode = opcode
@@ -67,6 +78,10 @@ class Instruction:
         self.literal = literal
         #: The N of ``parameter(N)``; None for other opcodes.
         self.parameter_number = parameter_number
+        #: A fact for the printer: True while the attributes are in the order their writer gave (the
+        #: text's, for a parsed instruction); False once the IR made or merged them (`Builder`,
+        #: `replace_instruction`), when they print in XLA's order.
+        self.written_order = written_order
         self.parent: Computation | None = None
         #: Instructions that use this one as an operand (ordered set).
         self.users: dict[Instruction, None] = {}
@@ -98,9 +113,17 @@ class Instruction:
         self._edited()
 
     def set_attributes(self, attributes: dict[str, AttributeValue]) -> None:
-        """Replace the attributes (printed in the dict's order)."""
+        """Replace the attributes (printed in the dict's order while `written_order` holds)."""
         self.attributes = attributes
         self._edited()
+        if self.parent is not None:
+            self.parent.note_control_edges(self)
+
+    def respell(self, opcode: str, attributes: dict[str, AttributeValue]) -> None:
+        """The same operation written another way (async sugar and its explicit form): not an edit, so a
+        computation whose ops are only respelled still prints as it was read."""
+        self.opcode = opcode
+        self.attributes = attributes
         if self.parent is not None:
             self.parent.note_control_edges(self)
 
@@ -148,7 +171,8 @@ class Computation:
         #: Attributes after the closing brace (``execution_thread="..."``), verbatim.
         self.attributes: dict[str, str] = {}
         self.parent: Module | None = None
-        #: How many edits this computation has had; only differences between two readings mean anything.
+        #: A fact for the printer: how many edits this computation has had since its text was read
+        #: (`mark_as_read`); one that has had some prints in XLA's post order, as XLA prints what it edited.
         self.edits = 0
         #: Whether any instruction has control predecessors; None until first asked. A rewrite of a
         #: computation without control edges then skips the scans for them (O(1), not O(n), per edit).
@@ -156,6 +180,10 @@ class Computation:
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name}>"
+
+    def mark_as_read(self) -> None:
+        """Its instructions are in the order the text wrote them (the parser's last step): no edits yet."""
+        self.edits = 0
 
     def parameters(self) -> list[Instruction]:
         params = [i for i in self.instructions if i.opcode == "parameter"]
@@ -243,7 +271,8 @@ class Computation:
         over `old`'s control predecessors, so a rewrite keeps what profilers, schedulers
         and partitioners rely on. Every use of `old` (operands, root, control edges) moves
         to `new`; `old` is removed, and so are operands it leaves unused (XLA's
-        ``RemoveInstructionAndUnusedOperands``). Attributes end in XLA's print order.
+        ``RemoveInstructionAndUnusedOperands``). `new`'s attributes are then XLA's, not as
+        written: the printer gives them XLA's order.
         """
         if new.parent is None:
             self.insert_before(old, new)
@@ -255,7 +284,8 @@ class Computation:
             merged = tuple(dict.fromkeys(new.control_predecessors() + predecessors))
             new.attributes.pop("control-predecessors", None)
             new.attributes["control-predecessors"] = InstructionList(merged)
-        new.set_attributes(canonical_order(new.attributes))
+        new.written_order = False
+        new.set_attributes(new.attributes)
         self.replace_all_uses(old, new)
         if old.users:
             raise ValueError(f"%{old.name} still has users")
@@ -317,10 +347,6 @@ class Computation:
                     stack.extend(current.control_predecessors())
         order += [i for i in self.instructions if i not in state]
         return order
-
-    def sort_in_print_order(self) -> None:
-        """Lay the instructions out in `print_order` (what XLA prints for a module it edited)."""
-        self.instructions = self.print_order()
 
     def post_order(self) -> list[Instruction]:
         """Dependency order: operands before users, from the root; unreachable instructions included (iterative).
@@ -445,7 +471,14 @@ class Module:
         copy.stack_frames = self.stack_frames
         computations = {c: Computation(c.name, c.is_entry) for c in self.computations}
         instructions = {
-            i: Instruction(i.name, i.opcode, i.shape, literal=i.literal, parameter_number=i.parameter_number)
+            i: Instruction(
+                i.name,
+                i.opcode,
+                i.shape,
+                literal=i.literal,
+                parameter_number=i.parameter_number,
+                written_order=i.written_order,
+            )
             for c in self.computations
             for i in c.instructions
         }
@@ -469,6 +502,7 @@ class Module:
                 new.append(twin)
             if old.root is not None:
                 new.set_root(instructions[old.root])
+            new.edits = old.edits  # a copy is as edited as its original, not a computation built anew
             copy.add_computation(new)
         return copy
 

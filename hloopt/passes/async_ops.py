@@ -16,7 +16,6 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hloopt.ir.attributes import canonical_order
 from hloopt.ir.module import AttributeValue, Computation, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_OWN_ATTRIBUTES, GENERIC_ATTRIBUTES, base_opcode
 from hloopt.ir.shape import TupleShape
@@ -111,9 +110,9 @@ def _unwrap(module: Module, computation: Computation, start: Instruction) -> _Un
     wrapped.set_root(root)
     module.add_computation(wrapped, before=computation)
     order = tuple(start.attributes)
-    _respell(start, "async-start", {"calls": wrapped} | own)
+    start.respell("async-start", {"calls": wrapped} | own)
     for link in chain:  # XLA prints no calls= on async-update/-done
-        _respell(link, link.opcode.replace(base, "async", 1), link.attributes)
+        link.respell(link.opcode.replace(base, "async", 1), link.attributes)
     return _Unwrapped(base, start, tuple(chain), order)
 
 
@@ -166,14 +165,16 @@ def _keep_single(module: Module, start: Instruction) -> _Unwrapped | None:
         "call",
         expanded.root.shape,
         params,
-        canonical_order({"to_apply": expanded} | inherited),
+        {"to_apply": expanded} | inherited,
+        written_order=False,
     )
     wrapper.set_root(wrapper.append(call))
     assert start.parent is not None
     module.add_computation(wrapper, before=start.parent)
     for op in (start, *chain):
         if op.attributes.get("calls") is expanded:
-            op.set_attributes({k: wrapper if v is expanded else v for k, v in op.attributes.items()})
+            # the same ops, now through a call: a respelling of the start, not an edit of its computation
+            op.respell(op.opcode, {k: wrapper if v is expanded else v for k, v in op.attributes.items()})
     return _Unwrapped("call", start, tuple(chain), ())
 
 
@@ -191,16 +192,12 @@ def _rewrap(module: Module, record: _Unwrapped) -> None:
         rank = {name: index for index, name in enumerate(record.order)}
         merged = dict(sorted(merged.items(), key=lambda item: rank.get(item[0], len(rank))))
     else:
-        merged = canonical_order(op_attributes | merged)
-    _respell(start, f"{root.opcode}-start", merged)
+        merged = op_attributes | merged
+        start.written_order = False
+    start.respell(f"{root.opcode}-start", merged)
     for link in record.chain:
-        _respell(link, link.opcode.replace("async", root.opcode, 1), link.attributes)
+        link.respell(link.opcode.replace("async", root.opcode, 1), link.attributes)
     module.computations.remove(wrapped)
-
-
-def _respell(instruction: Instruction, opcode: str, attributes: dict[str, AttributeValue]) -> None:
-    instruction.opcode = opcode
-    instruction.set_attributes(attributes)
 
 
 def _computation_name(module: Module, prefix: str) -> str:

@@ -138,27 +138,18 @@ class HloPass(ABC):
     def run(self, module: Module) -> PassResult:
         """Rewrite `module` in place and say what changed.
 
-        The pass sees async sugar as the explicit wrapped op (`unwrapped_async`).
-
-        The computations the pass edited are found by their edit counts, and, as XLA
-        prints a module it rewrote, laid out in post order; a scheduled module keeps
-        its list order (new instructions sit just before their first user).
+        The pass sees async sugar as the explicit wrapped op (`unwrapped_async`). Where its
+        edits print is the printer's to decide (from the IR's edit counts).
 
         An exception other than an `HloError` becomes a `PassError` naming the pass.
         """
         try:
             with unwrapped_async(module) as written_as:
-                before = {computation: computation.edits for computation in module.computations}
                 result = self.run_on_module(module)
-                edited = [c for c in module.computations if before.get(c) != c.edits]
         except HloError:
             raise
         except Exception as err:
             raise PassError(_what(err), pass_name(self)) from err
-        if module.attributes.get("is_scheduled") != "true":
-            for computation in edited:
-                if computation in module.computations:  # not a wrapped computation sugared again
-                    computation.sort_in_print_order()
         if written_as and result.provenance:
             result = replace(result, provenance=_as_written(module, result.provenance, written_as))
         return result

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hloopt.analysis.integer_bounds import dot_bound
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.errors import HloError
-from hloopt.ir.attributes import MapSyntaxError, canonical_order, with_frontend_attribute, with_op_name_suffix
+from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute, with_op_name_suffix
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import INT_TYPES
 from hloopt.ir.module import AttributeValue, Instruction
@@ -27,17 +27,9 @@ from hloopt.passes.base import OpExpanderPass, known_shape, to_f32
 #: Appended, verbatim with its spaces, to each new instruction's metadata op_name.
 METADATA_SUFFIX = " Downcast for int support "
 #: CreateDot passes the dimension numbers, the sparsity and the whole precision config
-#: (``operand_precision``, ``algorithm``, …) through: every attribute a dot takes of its own.
+#: (``operand_precision``, ``algorithm``, …) through: every attribute a dot takes of its own
+#: (printed in XLA's order by the printer).
 _DOT_ATTRIBUTES = BY_NAME["dot"].attributes
-#: The order they are printed in; any other dot attribute follows in the order written.
-_DOT_ORDER = (
-    "lhs_batch_dims",
-    "lhs_contracting_dims",
-    "rhs_batch_dims",
-    "rhs_contracting_dims",
-    "sparsity",
-    "operand_precision",
-)
 #: Integers up to 2**24 in magnitude are exact in F32 (24-bit significand).
 F32_EXACT = 1 << 24
 
@@ -59,23 +51,16 @@ class NeuronIntMatmulDowncast(OpExpanderPass):
         operand_shapes = [known_shape(shapes, operand) for operand in instruction.operands]
         dot_shape = known_shape(shapes, instruction)
         stamp = _stamp(instruction)
-
-        def stamped(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-            return canonical_order(attributes | stamp)
-
         operands = [
             # sparsity metadata (operands 2 and up) stays as it is
-            builder.add("convert", to_f32(shape), [operand], stamped({}))
+            builder.add("convert", to_f32(shape), [operand], stamp)
             if position < 2 and all_leaves_integers(shape)
             else operand
             for position, (operand, shape) in enumerate(zip(instruction.operands, operand_shapes))
         ]
-        written = instruction.attributes
-        attributes = {k: written[k] for k in _DOT_ORDER if k in written} | {
-            k: v for k, v in written.items() if k in _DOT_ATTRIBUTES
-        }
-        f32_dot = builder.add("dot", to_f32(dot_shape), operands, stamped(attributes))
-        return builder.add("convert", dot_shape, [f32_dot], stamped({}))
+        attributes = {k: v for k, v in instruction.attributes.items() if k in _DOT_ATTRIBUTES}
+        f32_dot = builder.add("dot", to_f32(dot_shape), operands, attributes | stamp)
+        return builder.add("convert", dot_shape, [f32_dot], stamp)
 
     def warnings(self, instruction: Instruction, shapes: ShapeResolver) -> list[str]:
         return _overflow_warnings(instruction, shapes)

@@ -276,6 +276,8 @@ class Assembly:
         except InvalidHlo as issue:
             raise self._locations.fail(issue) from None
         read_attributes(module)
+        for computation in module.computations:
+            computation.mark_as_read()
         return module
 
     def _resolve_callees(self) -> None:

@@ -3,6 +3,11 @@
 Names get ``%``, shapes carry layouts (signatures do not), operand lists get
 ``/*index=N*/`` every fifth operand, computations are separated by a blank
 line. Attribute values hloopt does not model are printed exactly as parsed.
+
+The printer decides the layout from facts the IR keeps: an instruction's attributes print
+in the order written while `Instruction.written_order` holds, else in XLA's order; a
+computation's instructions as listed until it is edited (`Computation.edits`), then in
+XLA's post order.
 """
 
 from __future__ import annotations
@@ -35,6 +40,33 @@ _HEADER_ORDER = (
     "frontend_attributes",
     "origin_recovery_table",
 )
+
+
+#: Where XLA prints the generic attributes, after the opcode-specific ones
+#: (``HloInstruction::PrintExtraAttributes`` then ``PrintWithCanonicalNameMap``).
+_GENERIC_ORDER = ("sharding", "frontend_attributes", "control-predecessors", "metadata", "origin", "backend_config")
+_GENERIC_RANK = {key: rank for rank, key in enumerate(_GENERIC_ORDER)}
+#: XLA's order of an opcode's own attributes where hloopt makes them (``HloDotInstruction``'s
+#: ``ExtraAttributesToStringImpl``); any other of its attributes follows in the dict's order.
+_SPECIFIC_ORDER: dict[str, tuple[str, ...]] = {
+    "dot": (
+        "lhs_batch_dims",
+        "lhs_contracting_dims",
+        "rhs_batch_dims",
+        "rhs_contracting_dims",
+        "sparsity",
+        "operand_precision",
+    ),
+}
+
+
+def xla_attribute_order(opcode: str, attributes: dict[str, AttributeValue]) -> list[str]:
+    """The attribute names as XLA prints them: the opcode's own first (in its order where known),
+    then the generic ones in XLA's order."""
+    known = _SPECIFIC_ORDER.get(opcode, ())
+    specific = [key for key in known if key in attributes]
+    specific += [key for key in attributes if key not in _GENERIC_RANK and key not in known]
+    return specific + sorted((key for key in attributes if key in _GENERIC_RANK), key=_GENERIC_RANK.__getitem__)
 
 
 def _entry_layout(module: Module) -> ProgramLayout | None:
@@ -124,10 +156,13 @@ def print_instruction(instruction: Instruction, is_root: bool = False, shape_tex
         line += _operand_list(instruction.operands)
     if not instruction.attributes:
         return line + ")"
-    attributes = [
-        f", {key}={value if isinstance(value, str) else _attribute_text(value)}"
-        for key, value in instruction.attributes.items()
-    ]
+    written = instruction.attributes
+    items = (
+        written.items()
+        if instruction.written_order
+        else [(key, written[key]) for key in xla_attribute_order(instruction.opcode, written)]
+    )
+    attributes = [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
     return line + ")" + "".join(attributes)
 
 
@@ -142,11 +177,20 @@ def _signature(computation: Computation, texts: _ShapeTexts) -> str:
     return f" ({listed}) -> {_shape_text(root.shape, texts, False)}"
 
 
+def _instruction_order(computation: Computation) -> list[Instruction]:
+    """As read until edited; then XLA's post order, as XLA prints a module it rewrote, except in a
+    scheduled module, whose list order is its schedule (new instructions sit before their first user)."""
+    module = computation.parent
+    if not computation.edits or (module is not None and module.attributes.get("is_scheduled") == "true"):
+        return computation.instructions
+    return computation.print_order()
+
+
 def print_computation(computation: Computation, shape_texts: _ShapeTexts | None = None) -> str:
     texts = shape_texts or _ShapeTexts()
     lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation, texts)} {{"]
     root = computation.root
-    lines.extend("  " + print_instruction(i, i is root, texts) for i in computation.instructions)
+    lines.extend("  " + print_instruction(i, i is root, texts) for i in _instruction_order(computation))
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"

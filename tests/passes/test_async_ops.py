@@ -64,3 +64,32 @@ def test_upcast_keeps_a_custom_call_start_abi() -> None:
     text = module.to_text()
     assert "f16[10]{0} custom-call(" in text  # the kernel still gets and gives F16
     assert "call-start(%p)" in text and "f16" not in text.split("ENTRY")[1]
+
+
+def test_a_computation_around_untouched_sugar_prints_as_read() -> None:
+    """Taking sugar apart and putting it back is a respelling, not an edit: the entry, not in post order
+    (`q` before the chain), keeps its order after a pass that changed nothing."""
+    text = hlo("""
+        HloModule m
+
+        ENTRY main {
+          p = f32[10]{0} parameter(0)
+          q = f32[10]{0} parameter(1)
+          st = ((f32[10]{0}), f32[10]{0}, s32[]) custom-call-start(p), custom_call_target="foo"
+          d = f32[10]{0} custom-call-done(st)
+          ROOT r = f32[10]{0} add(d, q)
+        }
+    """)
+    module = parse(text, "t")
+    before = module.to_text()
+    report = run_passes(module, "neuron-int-matmul-downcast")
+    assert not report.changed and module.entry.edits == 0
+    assert module.to_text() == before
+
+
+def test_provenance_names_sugar_as_written() -> None:
+    module = parse(SUGAR_DOT, "t")
+    result = lookup("neuron-int-matmul-downcast").create().run(module)
+    names = {i.name for i in module.instructions()}
+    assert result.provenance and all(old == "ds" for _, old in result.provenance)
+    assert all(new in names for new, _ in result.provenance)
