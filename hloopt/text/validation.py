@@ -843,9 +843,11 @@ class _MapReader:
     """XLA's lexer over one brace-map attribute value: the maps stay raw text in the IR, so the
     grammar XLA's ``ParseSubAttributes`` / ``ParseFrontendAttributes`` apply is checked here."""
 
-    def __init__(self, text: str, key: str) -> None:
+    def __init__(self, text: str, key: str, prefix: str | None = None) -> None:
         self.text = text
         self.key = key
+        #: What each refusal starts with: an attribute's name, or nothing in a stack-frame entry (as XLA says).
+        self.prefix = f"error parsing attribute {key}: " if prefix is None else prefix
         self.position = 0
         self.kind, self.token = self._peek()
 
@@ -878,7 +880,7 @@ class _MapReader:
             raise self.error(message)
 
     def error(self, message: str) -> InvalidHlo:
-        return InvalidHlo(f"error parsing attribute {self.key}: {message} but sees {self.token}", attribute=self.key)
+        return InvalidHlo(f"{self.prefix}{message} but sees {self.token}", attribute=self.key)
 
     def name(self) -> str:
         if self.kind != "name":
@@ -906,21 +908,25 @@ def _check_metadata(value: str, key: str) -> None:
     """``metadata={op_type="…" source_line=3 …}``, read as XLA's ``ParseMetadata`` does."""
     if _WELL_FORMED_METADATA.fullmatch(value) and max(map(value.count, _METADATA_NEEDLES)) < 2:
         return
-    reader = _MapReader(value, key)
+    _check_sub_attributes(_MapReader(value, key), _METADATA_FIELDS, required=False)
+
+
+def _check_sub_attributes(reader: _MapReader, fields: dict[str, str], required: bool) -> None:
+    """``{name=value …}`` (commas optional) as XLA's ``ParseSubAttributes`` reads it: each name once and
+    one of `fields`, its value of that field's kind; with `required`, every field present."""
     reader.expect("{", "expects '{' to start sub attributes")
     seen: set[str] = set()
     while not reader.at("}"):
         reader.eat(",")
         name = reader.name()
         if name in seen:
-            raise InvalidHlo(f"error parsing attribute {key}: attribute {name} already exists", attribute=key)
+            raise InvalidHlo(f"{reader.prefix}attribute {name} already exists", attribute=reader.key)
         seen.add(name)
-        kind = _METADATA_FIELDS.get(name)
+        kind = fields.get(name)
         if kind is None:
-            allowed = ", ".join(sorted(_METADATA_FIELDS))
+            allowed = ", ".join(sorted(fields))
             raise InvalidHlo(
-                f'error parsing attribute {key}: unexpected attribute "{name}". Allowed attributes: {allowed}',
-                attribute=key,
+                f'{reader.prefix}unexpected attribute "{name}". Allowed attributes: {allowed}', attribute=reader.key
             )
         if kind == "string":
             if reader.kind != "string":
@@ -930,10 +936,49 @@ def _check_metadata(value: str, key: str) -> None:
             if reader.kind != "int":
                 raise reader.error(f"expects integer for {name}")
             if not -(2**31) <= int(reader.advance()) < 2**31:
-                raise InvalidHlo(f"error parsing attribute {key}: value out of range for int32_t", attribute=key)
+                raise InvalidHlo(f"{reader.prefix}value out of range for int32_t", attribute=reader.key)
         else:
             _check_profile_types(reader)
+    missing = [name for name in fields if name not in seen] if required else []
+    if missing:
+        raise InvalidHlo(f"sub-attribute {missing[0]} is expected but not seen", attribute=reader.key)
     reader.finish("expects '}' to end sub attributes")
+
+
+#: The fields of an entry of the stack-frame sections written in braces (XLA requires each, an int32).
+_FRAME_FIELDS: dict[str, dict[str, str]] = {
+    "FileLocations": dict.fromkeys(
+        ("file_name_id", "function_name_id", "line", "end_line", "column", "end_column"), "int32"
+    ),
+    "StackFrames": dict.fromkeys(("file_location_id", "parent_frame_id"), "int32"),
+}
+
+
+def check_stack_frame_entry(section: str, value: str) -> None:
+    """One entry's value in a stack-frame section (`FileNames 1 "a.py"`, `StackFrames 1 {file_location_id=1
+    parent_frame_id=0}`), read as XLA reads it: a string in the name sections, the section's fields in braces
+    in the others. hloopt keeps the sections as written; this is their only check."""
+    fields = _FRAME_FIELDS.get(section)
+    if fields is None:
+        if not value.startswith('"'):
+            raise InvalidHlo("expects string", attribute=section)
+        return
+    _check_sub_attributes(_MapReader(value, section, prefix=""), fields, required=True)
+
+
+#: The one attribute XLA's parser reads after a computation's closing brace, and its value's syntax.
+_COMPUTATION_ATTRIBUTES = {"execution_thread": re.compile(_STRING)}
+
+
+def check_computation_attribute(key: str, value: str) -> None:
+    """A computation's attribute (``}, execution_thread="x"``), which hloopt keeps as written: XLA
+    knows only `_COMPUTATION_ATTRIBUTES`, each with its value's syntax."""
+    syntax = _COMPUTATION_ATTRIBUTES.get(key)
+    if syntax is None:
+        allowed = ", ".join(sorted(_COMPUTATION_ATTRIBUTES))
+        raise InvalidHlo(f'unexpected attribute "{key}". Allowed attributes: {allowed}', attribute=key)
+    if not syntax.fullmatch(value.strip(" \t\n\r")):
+        raise InvalidHlo("expects string", attribute=key)
 
 
 def _check_profile_types(reader: _MapReader) -> None:
@@ -944,9 +989,7 @@ def _check_profile_types(reader: _MapReader) -> None:
             raise reader.error("expects integer for profile_type")
         number = reader.advance()
         if int(number) not in _PROFILE_TYPES:
-            raise InvalidHlo(
-                f"error parsing attribute {reader.key}: unknown profile_type {number}", attribute=reader.key
-            )
+            raise InvalidHlo(f"{reader.prefix}unknown profile_type {number}", attribute=reader.key)
         if not reader.eat(","):
             break
         if reader.at("}"):
