@@ -17,6 +17,7 @@ from enum import Enum
 from functools import lru_cache, partial
 from typing import Any
 
+from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, Kind
 from hloopt.ir.attribute_values import ComparisonDirection, ComparisonType, FftType, FusionKind, RandomDistribution
 from hloopt.ir.brackets import split_top
 from hloopt.ir.literal import LiteralError
@@ -579,6 +580,8 @@ _SHARDING_TOKEN = re.compile(
     r'([ \t\n\r]+|/\*(?:[^*]|\*(?!/))*\*/)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<='
     r"|[A-Za-z_][A-Za-z0-9_.\-]*=?|-?[0-9]+|[\s\S]"
 )
+#: The types ``last_tile_dims={…}`` may name.
+_SUBGROUP_TYPES = frozenset({"replicated", "manual", "unreduced", "maximal"})
 _SHARDING_KEYWORDS = frozenset({"maximal", "replicated", "manual", "unknown", "unreduced", "last_tile_dim_replicate"})
 
 
@@ -652,38 +655,17 @@ class _ShardingReader:
             elif token == "device=":
                 self.integer("device= attribute must be an integer")
             elif token == "devices=":
-                self.expect("[", "expected '[' to start sharding devices shape")
-                if self.peek() == "]":
-                    raise InvalidHlo("expects integer", attribute="sharding")
-                self.integers("]", "sharding devices shape")
-                if self.peek() == "<=":
-                    self.take()
-                    self.expect("[", "expected '[' to start sharding iota_reshape_dims")
-                    rank = len(self.integers("]", "sharding iota_reshape_dims"))
-                    if self.peek() == "(":
-                        raise InvalidHlo(
-                            "expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding"
-                        )
-                    if self.peek() == "T":
-                        self.take()
-                        self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")
-                        if any(not 0 <= p < rank for p in self.integers(")", "sharding devices iota_transpose_perm")):
-                            raise InvalidHlo(
-                                f"Out of range iota minor_to_major value, expecting value in range [0, {rank})",
-                                attribute="sharding",
-                            )
-                else:
-                    self.integer()
-                    while self.peek() == ",":
-                        self.take()
-                        self.integer()
+                self.devices()
             elif token == "metadata=":
                 self.group()
             elif token == "last_tile_dims=":
                 self.expect("{", "expected '{' to start last_tile_dims")
-                while self.peek() not in ("}", ""):
-                    self.take()
-                self.expect("}", "expected '}' to end last_tile_dims")
+                if self.peek() != "}":
+                    self.subgroup_type()
+                    while self.peek() == ",":
+                        self.take()
+                        self.subgroup_type()
+                self.expect("}", "expected '}' to end sharding type list")
             elif token.endswith("="):
                 raise InvalidHlo(
                     "unknown attribute in sharding: expected device=, devices= metadata= or last_tile_dims=",
@@ -697,6 +679,58 @@ class _ShardingReader:
             raise InvalidHlo(
                 "non-maximal shardings must have a tile assignment list including dimensions", attribute="sharding"
             )
+
+    def devices(self) -> None:
+        """After ``devices=``: ``[tiles]`` and a device list, or ``<=[dims]`` with an optional ``T(perm)``, whose
+        size must be the tiles' product (jaxlib 0.12 checks it as it parses; 0.10 later, or for a list not at all)."""
+        self.expect("[", "expected '[' to start sharding devices shape")
+        if self.peek() == "]":
+            raise InvalidHlo("expects integer", attribute="sharding")
+        product = math.prod(self.integers("]", "sharding devices shape"))
+        if self.peek() != "<=":
+            count = 1
+            self.integer()
+            while self.peek() == ",":
+                self.take()
+                self.integer()
+                count += 1
+            if count != product:
+                raise InvalidHlo(
+                    f"sharding device count {count} does not match the tile assignment size {product}",
+                    attribute="sharding",
+                )
+            return
+        self.take()
+        self.expect("[", "expected '[' to start sharding iota_reshape_dims")
+        dims = self.integers("]", "sharding iota_reshape_dims")
+        if self.peek() == "(":
+            raise InvalidHlo("expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding")
+        if self.peek() == "T":
+            self.take()
+            self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")
+            perm = self.integers(")", "sharding devices iota_transpose_perm")
+            if any(not 0 <= p < len(dims) for p in perm):
+                raise InvalidHlo(
+                    f"Out of range iota minor_to_major value, expecting value in range [0, {len(dims)})",
+                    attribute="sharding",
+                )
+            if len(perm) != len(dims):
+                raise InvalidHlo(
+                    "iota_transpose_perm should have the same rank as iota_reshape_dims : "
+                    f"expected {len(dims)}, saw {len(perm)}.",
+                    attribute="sharding",
+                )
+        if math.prod(dims) != product:
+            raise InvalidHlo(
+                f"iota tile assignment size {math.prod(dims)} does not match the tile assignment dimensions "
+                f"product {product}",
+                attribute="sharding",
+            )
+
+    def subgroup_type(self) -> None:
+        """One entry of ``last_tile_dims={…}``: a sharding type XLA can tile by (in lower case)."""
+        if self.take() not in _SUBGROUP_TYPES:
+            raise InvalidHlo("error parsing attribute sharding", attribute="sharding")
 
     def group(self) -> None:
         """A metadata `{…}` (or a list of them, not read further), checked as an instruction's."""
@@ -731,16 +765,6 @@ def _check_sharding(instruction: Instruction) -> None:
             _check_sharding_syntax(value)
         except InvalidHlo as issue:
             raise _fail(instruction, issue.message, "sharding") from None
-    for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
-        product = math.prod(_dims(tiles))
-        if devices.startswith("<="):
-            iota = re.match(r"<=\[([\d,]+)\]", devices)
-            if iota and math.prod(_dims(iota.group(1))) != product:
-                raise _fail(
-                    instruction, "iota device list does not match the tile assignment dimensions product", "sharding"
-                )
-        elif devices and len(devices.split(",")) != product:
-            raise _fail(instruction, "device list does not match the tile assignment size", "sharding")
 
 
 def _check_iota_replica_groups(instruction: Instruction) -> None:
@@ -1128,70 +1152,15 @@ def _spellings(enum: type[Enum]) -> re.Pattern[str]:
     return re.compile("|".join(member.value for member in enum))
 
 
+#: Each attribute `attribute_kinds` types as an integer, a boolean or an integer list gets that kind's
+#: syntax (a name another opcode reads as another kind, `slice_sizes`, is checked by its opcode).
+_KIND_SYNTAX = {Kind.INT: _INTEGER_VALUE, Kind.BOOL: _BOOL_VALUE, Kind.INT_LIST: _INTEGER_LIST_VALUE}
+_RETYPED = frozenset(name for _, name in BY_OPCODE)
 _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
-    **dict.fromkeys(
-        (
-            "index",
-            "channel_id",
-            "batch_group_count",
-            "feature_group_count",
-            "delta",
-            "exponent_bits",
-            "mantissa_bits",
-            "feature_index",
-            "index_vector_dim",
-            "inferred_dimension",
-            "iota_dimension",
-            "k",
-            "num_carries",
-            "num_partitions",
-            "replica_count",
-        ),
-        _INTEGER_VALUE,
-    ),
-    **dict.fromkeys(
-        (
-            "alias_passthrough_params",
-            "constrain_layout",
-            "custom_call_has_side_effect",
-            "indices_are_sorted",
-            "is_host_transfer",
-            "is_reverse",
-            "is_scheduled",
-            "is_stable",
-            "largest",
-            "left_side",
-            "lower",
-            "unique_indices",
-            "unit_diagonal",
-            "use_global_device_ids",
-        ),
-        _BOOL_VALUE,
-    ),
-    **dict.fromkeys(
-        (
-            "dimensions",
-            "collapsed_slice_dims",
-            "dynamic_slice_sizes",
-            "fft_length",
-            "input_batching_dims",
-            "inserted_window_dims",
-            "lhs_batch_dims",
-            "lhs_contracting_dims",
-            "lhs_ragged_dims",
-            "offset_dims",
-            "operand_batching_dims",
-            "rhs_batch_dims",
-            "rhs_contracting_dims",
-            "rhs_group_dims",
-            "scatter_dims_to_operand_dims",
-            "scatter_indices_batching_dims",
-            "start_index_map",
-            "start_indices_batching_dims",
-            "update_window_dims",
-        ),
-        _INTEGER_LIST_VALUE,
-    ),
+    **{name: _KIND_SYNTAX[kind] for name, kind in KINDS.items() if kind in _KIND_SYNTAX and name not in _RETYPED},
+    # the module's attributes of those kinds
+    **dict.fromkeys(("num_partitions", "replica_count"), _INTEGER_VALUE),
+    **dict.fromkeys(("alias_passthrough_params", "is_scheduled"), _BOOL_VALUE),
     "window": (
         re.compile(
             rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=[0-9]+(?:x[0-9]+)*{_W}"
