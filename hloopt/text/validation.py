@@ -22,7 +22,8 @@ from hloopt.ir.attribute_values import ComparisonDirection, ComparisonType, FftT
 from hloopt.ir.brackets import split_top
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
-from hloopt.ir.opcodes import ASYNC_WRAPPERS, BY_NAME, allowed_attributes, base_opcode, required_attributes
+from hloopt.ir.element_types import FLOAT_TYPES, INT_TYPES
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, BINARY_SAME, BY_NAME, allowed_attributes, base_opcode, required_attributes
 from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
 
@@ -209,9 +210,13 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, check
     """`checked_maps`: the (key, value) map attributes already found well formed in this module (the
     instructions one jax operation lowers to share its metadata word for word)."""
     attributes = instruction.attributes
+    if instruction.shape is None:  # XLA's parser asks right after the opcode, before any attribute
+        _check_inferable(instruction.opcode, instruction)
     plan = _plan(instruction.opcode, tuple(attributes))
     for check in plan.first:
         check(instruction)
+    if instruction.shape is None:
+        _check_inferred(instruction)
     if plan.custom_call:
         _check_custom_call(instruction, parse_shape)
     for check in plan.then:
@@ -226,6 +231,73 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, check
             checked_maps.add((key, text))
     if instruction.literal is not None:
         _check_literal(instruction)
+
+
+#: The opcodes whose shape XLA's parser does not infer when the text leaves it out (``CanInferShape``, as
+#: jaxlib 0.12 answers for every opcode of `ir/opcodes`): it refuses the text. It infers every other.
+_XLA_NEEDS_SHAPE = frozenset(
+    """all-gather all-gather-done all-gather-start all-reduce all-reduce-done all-reduce-start all-to-all
+    async-done async-start async-update bitcast bitcast-convert collective-broadcast collective-permute
+    collective-permute-done collective-permute-start collective-reduce constant convert copy-done copy-start
+    custom-call dynamic-reshape dynamic-slice dynamic-update-slice fusion infeed iota outfeed parameter
+    ragged-all-to-all recv recv-done reduce-precision reduce-scatter reshape rng rng-bit-generator
+    rng-get-and-update-state send send-done slice stochastic-convert""".split()
+)
+#: The binary elementwise opcodes whose operands' shapes `_check_inferred` holds together.
+_BINARY = BINARY_SAME | {"compare"}
+
+
+def _check_inferable(opcode: str, instruction: Instruction) -> None:
+    """An instruction written without its shape whose opcode XLA's parser does not infer (async sugar:
+    `add-start` is an async-start) is refused; an unknown opcode is left to its own check."""
+    try:
+        suffix = None if opcode in BY_NAME else base_opcode(opcode)[1]
+    except KeyError:
+        return
+    if opcode in _XLA_NEEDS_SHAPE or suffix is not None:
+        raise _fail(instruction, f"cannot infer shape for opcode: {opcode if suffix is None else 'async' + suffix}")
+
+
+def _check_inferred(instruction: Instruction) -> None:
+    """An instruction written without its shape: XLA's parser infers it, and refuses the text where its
+    shape inference fails (binary operations and transposes here; operands without shapes are left to XLA)."""
+    opcode = instruction.opcode
+    if opcode == "transpose" and len(instruction.operands) == 1:
+        _check_inferred_transpose(instruction)
+    if opcode not in _BINARY or len(instruction.operands) != 2:
+        return
+    lhs, rhs = (operand.shape for operand in instruction.operands)
+    if lhs is None or rhs is None:
+        return
+    failed = f"failed to infer shape for opcode: {opcode}, error: "
+    for side, shape in (("lhs", lhs), ("rhs", rhs)):
+        if isinstance(shape, TupleShape):
+            message = (
+                f"Expected array argument for {side} of binary operation {opcode}, but got {shape.to_text(False)}."
+            )
+            raise _fail(instruction, failed + message)
+    if not (isinstance(lhs, ArrayShape) and isinstance(rhs, ArrayShape)):
+        return
+    a, b = lhs.to_text(False), rhs.to_text(False)
+    if opcode in ("and", "or", "xor") and lhs.element_type != "pred" and lhs.element_type not in INT_TYPES:
+        got = lhs.element_type.upper()
+        raise _fail(instruction, f"{failed}Expected pred or integral type in argument to and/or operation; got {got}.")
+    if lhs.element_type != rhs.element_type and not {lhs.element_type, rhs.element_type} <= FLOAT_TYPES:
+        raise _fail(instruction, f"{failed}Binary op {opcode} with different element types: {a} and {b}.")
+    if len(lhs.dims) != len(rhs.dims) or any(x != y and UNBOUNDED not in (x, y) for x, y in zip(lhs.dims, rhs.dims)):
+        raise _fail(instruction, f"{failed}Binary op with incompatible shapes: {a} and {b}.")
+
+
+def _check_inferred_transpose(instruction: Instruction) -> None:
+    operand = _array(instruction.operands[0].shape)
+    permutation = _dims(instruction.attributes.get("dimensions", ""))
+    if operand is not None and sorted(permutation) != list(range(operand.rank)):
+        raise _fail(
+            instruction,
+            "failed to infer shape for opcode: transpose, error: Transpose dimensions "
+            f"[{','.join(map(str, permutation))}] are not a permutation of the operand dimensions "
+            f"(operand shape is {operand.to_text(False)}).",
+        )
 
 
 def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
