@@ -20,9 +20,9 @@ from typing import Any
 from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, Kind
 from hloopt.ir.attribute_values import ComparisonDirection, ComparisonType, FftType, FusionKind, RandomDistribution
 from hloopt.ir.brackets import split_top
+from hloopt.ir.element_types import FLOAT_TYPES, INT_TYPES
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
-from hloopt.ir.element_types import FLOAT_TYPES, INT_TYPES
 from hloopt.ir.opcodes import ASYNC_WRAPPERS, BINARY_SAME, BY_NAME, allowed_attributes, base_opcode, required_attributes
 from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
@@ -236,12 +236,51 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, check
 #: The opcodes whose shape XLA's parser does not infer when the text leaves it out (``CanInferShape``, as
 #: jaxlib 0.12 answers for every opcode of `ir/opcodes`): it refuses the text. It infers every other.
 _XLA_NEEDS_SHAPE = frozenset(
-    """all-gather all-gather-done all-gather-start all-reduce all-reduce-done all-reduce-start all-to-all
-    async-done async-start async-update bitcast bitcast-convert collective-broadcast collective-permute
-    collective-permute-done collective-permute-start collective-reduce constant convert copy-done copy-start
-    custom-call dynamic-reshape dynamic-slice dynamic-update-slice fusion infeed iota outfeed parameter
-    ragged-all-to-all recv recv-done reduce-precision reduce-scatter reshape rng rng-bit-generator
-    rng-get-and-update-state send send-done slice stochastic-convert""".split()
+    [
+        "all-gather",
+        "all-gather-done",
+        "all-gather-start",
+        "all-reduce",
+        "all-reduce-done",
+        "all-reduce-start",
+        "all-to-all",
+        "async-done",
+        "async-start",
+        "async-update",
+        "bitcast",
+        "bitcast-convert",
+        "collective-broadcast",
+        "collective-permute",
+        "collective-permute-done",
+        "collective-permute-start",
+        "collective-reduce",
+        "constant",
+        "convert",
+        "copy-done",
+        "copy-start",
+        "custom-call",
+        "dynamic-reshape",
+        "dynamic-slice",
+        "dynamic-update-slice",
+        "fusion",
+        "infeed",
+        "iota",
+        "outfeed",
+        "parameter",
+        "ragged-all-to-all",
+        "recv",
+        "recv-done",
+        "reduce-precision",
+        "reduce-scatter",
+        "reshape",
+        "rng",
+        "rng-bit-generator",
+        "rng-get-and-update-state",
+        "send",
+        "send-done",
+        "slice",
+        "stochastic-convert",
+    ]
 )
 #: The binary elementwise opcodes whose operands' shapes `_check_inferred` holds together.
 _BINARY = BINARY_SAME | {"compare"}
