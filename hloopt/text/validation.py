@@ -871,11 +871,53 @@ def _check_sharding(instruction: Instruction) -> None:
     value = instruction.attributes.get("sharding")
     if not isinstance(value, str):
         return
-    if "mesh" not in value:  # a mesh sharding (named axes) has a syntax of its own, not read here
-        try:
+    try:
+        if "mesh" in value:  # a sharding over a mesh's named axes (jaxlib 0.12's newer form)
+            _check_mesh_sharding(value)
+        else:
             _check_sharding_syntax(value)
-        except InvalidHlo as issue:
-            raise _fail(instruction, issue.message, "sharding") from None
+    except InvalidHlo as issue:
+        raise _fail(instruction, issue.message, "sharding") from None
+
+
+#: A mesh's header, ``mesh['x'=2,'y'=4]``, and one of its axes.
+_MESH = re.compile(r"mesh\[([^\]]*)\]")
+_MESH_AXIS = re.compile(r"'([^']*)'\s*=\s*(-?[0-9]+)")
+#: What a mesh sharding may name after its dimensions (`device_ids=` comes before them).
+_MESH_ATTRIBUTES = frozenset({"replicated=", "unreduced=", "manual=", "metadata=", "device_ids="})
+
+
+@lru_cache(maxsize=1024)
+def _check_mesh_sharding(value: str) -> None:
+    """A sharding over named mesh axes (``{mesh['x'=2,'y'=2] [{'x'}, {}], replicated={'y'}}``), as jaxlib 0.12
+    reads it, in part: each axis named after the mesh is one of its axes, names are strings, the attributes are
+    those XLA knows, `device_ids` lists one device per mesh position. (jaxlib 0.10 does not read the form.)"""
+    text = re.sub(r"metadata=\{[^{}]*\}", "metadata={}", value)
+    headers = list(_MESH.finditer(text))
+    for index, header in enumerate(headers):
+        mesh = header.group()
+        axes = _MESH_AXIS.findall(header.group(1))
+        names = {name for name, _ in axes}
+        rest = text[header.end() : headers[index + 1].start() if index + 1 < len(headers) else len(text)]
+        device_ids = re.search(r"device_ids=\(([^)]*)\)", rest)
+        if device_ids is not None:
+            count, expected = len(_dims(device_ids.group(1))), math.prod(int(size) for _, size in axes)
+            if count != expected:
+                message = f"Expected {expected} device_ids based on mesh axes, but got {count}"
+                raise InvalidHlo(message, attribute="sharding")
+        for token in re.findall(r"'[^']*'|[A-Za-z_][A-Za-z0-9_]*=?", rest):
+            if token.startswith("'"):
+                if token[1:-1] not in names:
+                    message = f"axis {token} is not a valid axis name or index in mesh {mesh}"
+                    raise InvalidHlo(message, attribute="sharding")
+            elif token.endswith("="):
+                if token not in _MESH_ATTRIBUTES:
+                    raise InvalidHlo(
+                        "unknown attribute in named sharding: expected replicated, unreduced, manual or metadata",
+                        attribute="sharding",
+                    )
+            elif token not in ("replicated", "manual", "unreduced", "maximal", "last_tile_dim_replicate"):
+                raise InvalidHlo("expects string", attribute="sharding")
 
 
 def _check_iota_replica_groups(instruction: Instruction) -> None:

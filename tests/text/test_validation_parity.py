@@ -94,3 +94,18 @@ def test_async_sugar_needs_its_shape() -> None:
     with pytest.raises(HloParseError) as caught:
         parse(_entry("a = f32[2] parameter(0)", "s = negate-start(a)", "ROOT d = f32[2] negate-done(s)"))
     assert caught.value.message == "cannot infer shape for opcode: async-start"
+
+
+@pytest.mark.parametrize(
+    "sharding",
+    [
+        "{mesh['x'=2,'y'=2] [{'y', 'x'}, {?}], unreduced={'y'}, replicated={}}",
+        "{mesh['x'=2,'y'=2], device_ids=(3,2,1,0), [{'x'}, {}], replicated={'y'}}",
+        "{mesh['x'=2,'y'=2] replicated}",
+        "{mesh['x'=8] [{'x':(1)2}, {'x':(2)4}]}",
+        "{mesh['x'=2] [{'x'}, {}], metadata={op_name=\"a\"}}",
+        "{mesh[] []}",
+    ],
+)
+def test_mesh_shardings_jaxlib_reads(sharding: str) -> None:
+    parse(_entry(f"ROOT a = f32[8,8] parameter(0), sharding={sharding}"))
