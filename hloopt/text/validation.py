@@ -813,6 +813,8 @@ class _ShardingReader:
             return
         self.take()
         self.expect("[", "expected '[' to start sharding iota_reshape_dims")
+        if self.peek() == "]":
+            raise InvalidHlo("expects integer", attribute="sharding")
         dims = self.integers("]", "sharding iota_reshape_dims")
         if self.peek() == "(":
             raise InvalidHlo("expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding")
