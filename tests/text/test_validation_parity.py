@@ -84,21 +84,6 @@ def test_stack_frame_entries_xla_refuses(section: str, value: str, message: str)
         "{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}",
         "{devices=[2,2,2]<=[8] last_tile_dims={}}",
         "{devices=[2,2]3,2,1,0}",
-    ],
-)
-def test_shardings_jaxlib_reads(sharding: str) -> None:
-    parse(_entry(f"ROOT a = f32[8] parameter(0), sharding={sharding}"))
-
-
-def test_async_sugar_needs_its_shape() -> None:
-    with pytest.raises(HloParseError) as caught:
-        parse(_entry("a = f32[2] parameter(0)", "s = negate-start(a)", "ROOT d = f32[2] negate-done(s)"))
-    assert caught.value.message == "cannot infer shape for opcode: async-start"
-
-
-@pytest.mark.parametrize(
-    "sharding",
-    [
         "{mesh['x'=2,'y'=2] [{'y', 'x'}, {?}], unreduced={'y'}, replicated={}}",
         "{mesh['x'=2,'y'=2], device_ids=(3,2,1,0), [{'x'}, {}], replicated={'y'}}",
         "{mesh['x'=2,'y'=2] replicated}",
@@ -107,5 +92,11 @@ def test_async_sugar_needs_its_shape() -> None:
         "{mesh[] []}",
     ],
 )
-def test_mesh_shardings_jaxlib_reads(sharding: str) -> None:
+def test_shardings_jaxlib_reads(sharding: str) -> None:
     parse(_entry(f"ROOT a = f32[8,8] parameter(0), sharding={sharding}"))
+
+
+def test_async_sugar_needs_its_shape() -> None:
+    with pytest.raises(HloParseError) as caught:
+        parse(_entry("a = f32[2] parameter(0)", "s = negate-start(a)", "ROOT d = f32[2] negate-done(s)"))
+    assert caught.value.message == "cannot infer shape for opcode: async-start"
