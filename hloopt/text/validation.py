@@ -1316,6 +1316,10 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     # the module's attributes of those kinds
     **dict.fromkeys(("num_partitions", "replica_count"), _INTEGER_VALUE),
     **dict.fromkeys(("alias_passthrough_params", "is_scheduled"), _BOOL_VALUE),
+    **dict.fromkeys(
+        ("allow_spmd_sharding_propagation_to_parameters", "allow_spmd_sharding_propagation_to_output"),
+        (re.compile(rf"true|false|{_braced('(?:true|false)')}"), "expects true, false or a list of them in braces"),
+    ),
     "window": (
         re.compile(
             rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=[0-9]+(?:x[0-9]+)*{_W}"
