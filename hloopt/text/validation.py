@@ -1090,11 +1090,13 @@ def _check_metadata(value: str, key: str) -> None:
     _check_sub_attributes(_MapReader(value, key), _METADATA_FIELDS, required=False)
 
 
-def _check_sub_attributes(reader: _MapReader, fields: dict[str, str], required: bool) -> None:
+def _check_sub_attributes(reader: _MapReader, fields: dict[str, str], required: bool) -> dict[str, str]:
     """``{name=value …}`` (commas optional) as XLA's ``ParseSubAttributes`` reads it: each name once and
-    one of `fields`, its value of that field's kind; with `required`, every field present."""
+    one of `fields`, its value of that field's kind; with `required`, every field present. Returns the
+    string fields' values, as written."""
     reader.expect("{", "expects '{' to start sub attributes")
     seen: set[str] = set()
+    strings: dict[str, str] = {}
     while not reader.at("}"):
         reader.eat(",")
         name = reader.name()
@@ -1110,7 +1112,14 @@ def _check_sub_attributes(reader: _MapReader, fields: dict[str, str], required: 
         if kind == "string":
             if reader.kind != "string":
                 raise reader.error(f"expects string for {name}")
-            reader.advance()
+            strings[name] = reader.advance()
+        elif kind == "sharding":
+            start = reader.position
+            reader.skip_braces()
+            try:
+                _check_sharding_syntax(reader.text[start : reader.position].strip())
+            except InvalidHlo as issue:
+                raise InvalidHlo(issue.message, attribute=reader.key) from None
         elif kind == "int32":
             if reader.kind != "int":
                 raise reader.error(f"expects integer for {name}")
@@ -1122,6 +1131,18 @@ def _check_sub_attributes(reader: _MapReader, fields: dict[str, str], required: 
     if missing:
         raise InvalidHlo(f"sub-attribute {missing[0]} is expected but not seen", attribute=reader.key)
     reader.finish("expects '}' to end sub attributes")
+    return strings
+
+
+#: A domain's fields: its kind (hloopt reads, as XLA does, the sharding kind only) and two shardings.
+_DOMAIN_FIELDS = {"kind": "string", "entry": "sharding", "exit": "sharding"}
+
+
+def _check_domain(value: str, key: str) -> None:
+    """``domain={kind="sharding", entry={…}, exit={…}}``, read as XLA's ``ParseDomain`` reads it."""
+    kind = _check_sub_attributes(_MapReader(value, key, prefix=""), _DOMAIN_FIELDS, required=True)["kind"]
+    if kind != '"sharding"':
+        raise InvalidHlo(f"unsupported domain kind: {kind[1:-1]}", attribute=key)
 
 
 #: The fields of an entry of the stack-frame sections written in braces (XLA requires each, an int32).
@@ -1400,6 +1421,7 @@ def _check_value_syntax(instruction: Instruction, key: str) -> None:
 
 
 _MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
+    "domain": _check_domain,
     "metadata": _check_metadata,
     "frontend_attributes": _check_frontend_attributes,
     "origin": _check_origin,
