@@ -104,6 +104,22 @@ ACCEPTED_BY_XLA = {
         "HloModule m\n\nENTRY %e (p f32[2]) -> f32[2] {\n  ROOT p = f32[2] parameter(0)\n}\n"
     ),
     "-0 as a dimension and a parameter number": _entry("ROOT p = f32[-0] parameter(-0)"),
+    "an add without its shape over floats of two precisions": _entry(
+        "a = f32[2] parameter(0)", "b = bf16[2] parameter(1)", "ROOT r = add(a, b)"
+    ),
+    "a stack frame's fields with a comma, a negative one": (
+        'HloModule m\nFileNames\n1 "a.py"\nFunctionNames\n1 "f"\nFileLocations\n'
+        "1 {file_name_id=1 function_name_id=1 line=2 end_line=2 column=1 end_column=5}\n"
+        "StackFrames\n1 {parent_frame_id=0, file_location_id=-1}\n"
+        "ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    ),
+    "a domain with empty shardings": _entry(
+        "a = f32[2] parameter(0)", 'ROOT d = f32[2] domain(a), domain={kind="sharding", entry={}, exit={}}'
+    ),
+    "sharding-propagation flags as a braced list": (
+        "HloModule m, allow_spmd_sharding_propagation_to_output={ true , false }\n\n"
+        "ENTRY e {\n  ROOT a = (f32[2], f32[2]) parameter(0)\n}\n"
+    ),
 }
 
 
