@@ -554,6 +554,8 @@ def _check_slice_sizes(instruction: Instruction) -> None:
     if not (_INT_LIST_LIST if nested else _INT_LIST).fullmatch(str(value)):
         shape = "{{…}, …}" if nested else "{…}"
         raise _fail(instruction, f"expects slice_sizes={shape} on {instruction.opcode}", "slice_sizes")
+    if not all(map(_in_64_bits, re.findall(_INTEGER_TOKEN, str(value)))):
+        raise _fail(instruction, "expects integer", "slice_sizes")
     if nested and len(instruction.operands) != 4:
         raise _fail(
             instruction,
