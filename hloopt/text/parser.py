@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from sys import intern
 from typing import TYPE_CHECKING, cast
@@ -36,6 +36,7 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
+from hloopt.text.validation import InvalidHlo, check_computation_attribute, check_stack_frame_entry
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units
@@ -202,6 +203,8 @@ class _Builder(Transformer[Token, Module]):
         return _Header(name, attributes)
 
     def stack_frame_section(self, children: list[Token]) -> tuple[int, int]:
+        for entry in children[2::2]:  # kept as written, but read as XLA reads it
+            self._parse.check(partial(check_stack_frame_entry, children[0], str(entry)), self._parse.position(entry))
         return (self._parse.position(children[0]), self._parse.position(children[-1]) + len(children[-1]))
 
     def stack_frames(self, children: list[tuple[int, int]]) -> _StackFrames:
@@ -341,6 +344,13 @@ class _Parse:
 
     def error(self, offset: int, message: str) -> HloParseError:
         return self.locations.error(offset, message)
+
+    def check(self, check: Callable[[], None], offset: int) -> None:
+        """Run a validation `check` on text kept as written, its refusal located at `offset`."""
+        try:
+            check()
+        except InvalidHlo as issue:
+            raise self.error(offset, issue.message) from None
 
     # -- fragments: sub-parses of a piece of the text ---------------------------------
     def _sub_parse(self, fragment: str, start: str, offset: int) -> object:
@@ -721,6 +731,10 @@ class _Parse:
                 instructions = self.body(child, 0, self.position(child), computation)
             elif child.type == "ATTR":
                 key, value = attribute(child)
+                at = self.position(child) + attribute_name_offset(child)
+                if key in computation.attributes:
+                    raise self.error(at, f"attribute {key} already exists")
+                self.check(partial(check_computation_attribute, key, value), at)
                 computation.attributes[key] = value
         assert computation is not None
         closed.append(self.assembly.close_computation(computation, name_at, instructions, declared))

@@ -17,11 +17,13 @@ from enum import Enum
 from functools import lru_cache, partial
 from typing import Any
 
+from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, Kind
 from hloopt.ir.attribute_values import ComparisonDirection, ComparisonType, FftType, FusionKind, RandomDistribution
 from hloopt.ir.brackets import split_top
+from hloopt.ir.element_types import FLOAT_TYPES, INT_TYPES
 from hloopt.ir.literal import LiteralError
 from hloopt.ir.module import Computation, ComputationList, Instruction, Module
-from hloopt.ir.opcodes import ASYNC_WRAPPERS, BY_NAME, allowed_attributes, base_opcode, required_attributes
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, BINARY_SAME, BY_NAME, allowed_attributes, base_opcode, required_attributes
 from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 
 
@@ -208,9 +210,13 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, check
     """`checked_maps`: the (key, value) map attributes already found well formed in this module (the
     instructions one jax operation lowers to share its metadata word for word)."""
     attributes = instruction.attributes
+    if instruction.shape is None:  # XLA's parser asks right after the opcode, before any attribute
+        _check_inferable(instruction.opcode, instruction)
     plan = _plan(instruction.opcode, tuple(attributes))
     for check in plan.first:
         check(instruction)
+    if instruction.shape is None:
+        _check_inferred(instruction)
     if plan.custom_call:
         _check_custom_call(instruction, parse_shape)
     for check in plan.then:
@@ -225,6 +231,112 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, check
             checked_maps.add((key, text))
     if instruction.literal is not None:
         _check_literal(instruction)
+
+
+#: The opcodes whose shape XLA's parser does not infer when the text leaves it out (``CanInferShape``, as
+#: jaxlib 0.12 answers for every opcode of `ir/opcodes`): it refuses the text. It infers every other.
+_XLA_NEEDS_SHAPE = frozenset(
+    [
+        "all-gather",
+        "all-gather-done",
+        "all-gather-start",
+        "all-reduce",
+        "all-reduce-done",
+        "all-reduce-start",
+        "all-to-all",
+        "async-done",
+        "async-start",
+        "async-update",
+        "bitcast",
+        "bitcast-convert",
+        "collective-broadcast",
+        "collective-permute",
+        "collective-permute-done",
+        "collective-permute-start",
+        "collective-reduce",
+        "constant",
+        "convert",
+        "copy-done",
+        "copy-start",
+        "custom-call",
+        "dynamic-reshape",
+        "dynamic-slice",
+        "dynamic-update-slice",
+        "fusion",
+        "infeed",
+        "iota",
+        "outfeed",
+        "parameter",
+        "ragged-all-to-all",
+        "recv",
+        "recv-done",
+        "reduce-precision",
+        "reduce-scatter",
+        "reshape",
+        "rng",
+        "rng-bit-generator",
+        "rng-get-and-update-state",
+        "send",
+        "send-done",
+        "slice",
+        "stochastic-convert",
+    ]
+)
+#: The binary elementwise opcodes whose operands' shapes `_check_inferred` holds together.
+_BINARY = BINARY_SAME | {"compare"}
+
+
+def _check_inferable(opcode: str, instruction: Instruction) -> None:
+    """An instruction written without its shape whose opcode XLA's parser does not infer (async sugar:
+    `add-start` is an async-start) is refused; an unknown opcode is left to its own check."""
+    try:
+        suffix = None if opcode in BY_NAME else base_opcode(opcode)[1]
+    except KeyError:
+        return
+    if opcode in _XLA_NEEDS_SHAPE or suffix is not None:
+        raise _fail(instruction, f"cannot infer shape for opcode: {opcode if suffix is None else 'async' + suffix}")
+
+
+def _check_inferred(instruction: Instruction) -> None:
+    """An instruction written without its shape: XLA's parser infers it, and refuses the text where its
+    shape inference fails (binary operations and transposes here; operands without shapes are left to XLA)."""
+    opcode = instruction.opcode
+    if opcode == "transpose" and len(instruction.operands) == 1:
+        _check_inferred_transpose(instruction)
+    if opcode not in _BINARY or len(instruction.operands) != 2:
+        return
+    lhs, rhs = (operand.shape for operand in instruction.operands)
+    if lhs is None or rhs is None:
+        return
+    failed = f"failed to infer shape for opcode: {opcode}, error: "
+    for side, shape in (("lhs", lhs), ("rhs", rhs)):
+        if isinstance(shape, TupleShape):
+            message = (
+                f"Expected array argument for {side} of binary operation {opcode}, but got {shape.to_text(False)}."
+            )
+            raise _fail(instruction, failed + message)
+    if not (isinstance(lhs, ArrayShape) and isinstance(rhs, ArrayShape)):
+        return
+    a, b = lhs.to_text(False), rhs.to_text(False)
+    if opcode in ("and", "or", "xor") and lhs.element_type != "pred" and lhs.element_type not in INT_TYPES:
+        got = lhs.element_type.upper()
+        raise _fail(instruction, f"{failed}Expected pred or integral type in argument to and/or operation; got {got}.")
+    if lhs.element_type != rhs.element_type and not {lhs.element_type, rhs.element_type} <= FLOAT_TYPES:
+        raise _fail(instruction, f"{failed}Binary op {opcode} with different element types: {a} and {b}.")
+    if len(lhs.dims) != len(rhs.dims) or any(x != y and UNBOUNDED not in (x, y) for x, y in zip(lhs.dims, rhs.dims)):
+        raise _fail(instruction, f"{failed}Binary op with incompatible shapes: {a} and {b}.")
+
+
+def _check_inferred_transpose(instruction: Instruction) -> None:
+    operand = _array(instruction.operands[0].shape)
+    permutation = _dims(instruction.attributes.get("dimensions", ""))
+    if operand is not None and sorted(permutation) != list(range(operand.rank)):
+        raise _fail(
+            instruction,
+            "failed to infer shape for opcode: transpose, error: Transpose dimensions "
+            f"[{','.join(map(str, permutation))}] are not a permutation of the operand dimensions "
+            f"(operand shape is {operand.to_text(False)}).",
+        )
 
 
 def _check_shape(instruction: Instruction, shape: Shape | None) -> None:
@@ -442,6 +554,8 @@ def _check_slice_sizes(instruction: Instruction) -> None:
     if not (_INT_LIST_LIST if nested else _INT_LIST).fullmatch(str(value)):
         shape = "{{…}, …}" if nested else "{…}"
         raise _fail(instruction, f"expects slice_sizes={shape} on {instruction.opcode}", "slice_sizes")
+    if not all(map(_in_64_bits, re.findall(_INTEGER_TOKEN, str(value)))):
+        raise _fail(instruction, "expects integer", "slice_sizes")
     if nested and len(instruction.operands) != 4:
         raise _fail(
             instruction,
@@ -579,6 +693,8 @@ _SHARDING_TOKEN = re.compile(
     r'([ \t\n\r]+|/\*(?:[^*]|\*(?!/))*\*/)|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<='
     r"|[A-Za-z_][A-Za-z0-9_.\-]*=?|-?[0-9]+|[\s\S]"
 )
+#: The types ``last_tile_dims={…}`` may name.
+_SUBGROUP_TYPES = frozenset({"replicated", "manual", "unreduced", "maximal"})
 _SHARDING_KEYWORDS = frozenset({"maximal", "replicated", "manual", "unknown", "unreduced", "last_tile_dim_replicate"})
 
 
@@ -652,38 +768,17 @@ class _ShardingReader:
             elif token == "device=":
                 self.integer("device= attribute must be an integer")
             elif token == "devices=":
-                self.expect("[", "expected '[' to start sharding devices shape")
-                if self.peek() == "]":
-                    raise InvalidHlo("expects integer", attribute="sharding")
-                self.integers("]", "sharding devices shape")
-                if self.peek() == "<=":
-                    self.take()
-                    self.expect("[", "expected '[' to start sharding iota_reshape_dims")
-                    rank = len(self.integers("]", "sharding iota_reshape_dims"))
-                    if self.peek() == "(":
-                        raise InvalidHlo(
-                            "expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding"
-                        )
-                    if self.peek() == "T":
-                        self.take()
-                        self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")
-                        if any(not 0 <= p < rank for p in self.integers(")", "sharding devices iota_transpose_perm")):
-                            raise InvalidHlo(
-                                f"Out of range iota minor_to_major value, expecting value in range [0, {rank})",
-                                attribute="sharding",
-                            )
-                else:
-                    self.integer()
-                    while self.peek() == ",":
-                        self.take()
-                        self.integer()
+                self.devices()
             elif token == "metadata=":
                 self.group()
             elif token == "last_tile_dims=":
                 self.expect("{", "expected '{' to start last_tile_dims")
-                while self.peek() not in ("}", ""):
-                    self.take()
-                self.expect("}", "expected '}' to end last_tile_dims")
+                if self.peek() != "}":
+                    self.subgroup_type()
+                    while self.peek() == ",":
+                        self.take()
+                        self.subgroup_type()
+                self.expect("}", "expected '}' to end sharding type list")
             elif token.endswith("="):
                 raise InvalidHlo(
                     "unknown attribute in sharding: expected device=, devices= metadata= or last_tile_dims=",
@@ -697,6 +792,60 @@ class _ShardingReader:
             raise InvalidHlo(
                 "non-maximal shardings must have a tile assignment list including dimensions", attribute="sharding"
             )
+
+    def devices(self) -> None:
+        """After ``devices=``: ``[tiles]`` and a device list, or ``<=[dims]`` with an optional ``T(perm)``, whose
+        size must be the tiles' product (jaxlib 0.12 checks it as it parses; 0.10 later, or for a list not at all)."""
+        self.expect("[", "expected '[' to start sharding devices shape")
+        if self.peek() == "]":
+            raise InvalidHlo("expects integer", attribute="sharding")
+        product = math.prod(self.integers("]", "sharding devices shape"))
+        if self.peek() != "<=":
+            count = 1
+            self.integer()
+            while self.peek() == ",":
+                self.take()
+                self.integer()
+                count += 1
+            if count != product:
+                raise InvalidHlo(
+                    f"sharding device count {count} does not match the tile assignment size {product}",
+                    attribute="sharding",
+                )
+            return
+        self.take()
+        self.expect("[", "expected '[' to start sharding iota_reshape_dims")
+        if self.peek() == "]":
+            raise InvalidHlo("expects integer", attribute="sharding")
+        dims = self.integers("]", "sharding iota_reshape_dims")
+        if self.peek() == "(":
+            raise InvalidHlo("expected 'T(' to start sharding devices iota_transpose_perm", attribute="sharding")
+        if self.peek() == "T":
+            self.take()
+            self.expect("(", "expected 'T(' to start sharding devices iota_transpose_perm")
+            perm = self.integers(")", "sharding devices iota_transpose_perm")
+            if any(not 0 <= p < len(dims) for p in perm):
+                raise InvalidHlo(
+                    f"Out of range iota minor_to_major value, expecting value in range [0, {len(dims)})",
+                    attribute="sharding",
+                )
+            if len(perm) != len(dims):
+                raise InvalidHlo(
+                    "iota_transpose_perm should have the same rank as iota_reshape_dims : "
+                    f"expected {len(dims)}, saw {len(perm)}.",
+                    attribute="sharding",
+                )
+        if math.prod(dims) != product:
+            raise InvalidHlo(
+                f"iota tile assignment size {math.prod(dims)} does not match the tile assignment dimensions "
+                f"product {product}",
+                attribute="sharding",
+            )
+
+    def subgroup_type(self) -> None:
+        """One entry of ``last_tile_dims={…}``: a sharding type XLA can tile by (in lower case)."""
+        if self.take() not in _SUBGROUP_TYPES:
+            raise InvalidHlo("error parsing attribute sharding", attribute="sharding")
 
     def group(self) -> None:
         """A metadata `{…}` (or a list of them, not read further), checked as an instruction's."""
@@ -726,21 +875,53 @@ def _check_sharding(instruction: Instruction) -> None:
     value = instruction.attributes.get("sharding")
     if not isinstance(value, str):
         return
-    if "mesh" not in value:  # a mesh sharding (named axes) has a syntax of its own, not read here
-        try:
+    try:
+        if "mesh" in value:  # a sharding over a mesh's named axes (jaxlib 0.12's newer form)
+            _check_mesh_sharding(value)
+        else:
             _check_sharding_syntax(value)
-        except InvalidHlo as issue:
-            raise _fail(instruction, issue.message, "sharding") from None
-    for tiles, devices in re.findall(r"devices=\[([\d,]+)\]([^\s}]*)", value):
-        product = math.prod(_dims(tiles))
-        if devices.startswith("<="):
-            iota = re.match(r"<=\[([\d,]+)\]", devices)
-            if iota and math.prod(_dims(iota.group(1))) != product:
-                raise _fail(
-                    instruction, "iota device list does not match the tile assignment dimensions product", "sharding"
-                )
-        elif devices and len(devices.split(",")) != product:
-            raise _fail(instruction, "device list does not match the tile assignment size", "sharding")
+    except InvalidHlo as issue:
+        raise _fail(instruction, issue.message, "sharding") from None
+
+
+#: A mesh's header, ``mesh['x'=2,'y'=4]``, and one of its axes.
+_MESH = re.compile(r"mesh\[([^\]]*)\]")
+_MESH_AXIS = re.compile(r"'([^']*)'\s*=\s*(-?[0-9]+)")
+#: What a mesh sharding may name after its dimensions (`device_ids=` comes before them).
+_MESH_ATTRIBUTES = frozenset({"replicated=", "unreduced=", "manual=", "metadata=", "device_ids="})
+
+
+@lru_cache(maxsize=1024)
+def _check_mesh_sharding(value: str) -> None:
+    """A sharding over named mesh axes (``{mesh['x'=2,'y'=2] [{'x'}, {}], replicated={'y'}}``), as jaxlib 0.12
+    reads it, in part: each axis named after the mesh is one of its axes, names are strings, the attributes are
+    those XLA knows, `device_ids` lists one device per mesh position. (jaxlib 0.10 does not read the form.)"""
+    text = re.sub(r"metadata=\{[^{}]*\}", "metadata={}", value)
+    headers = list(_MESH.finditer(text))
+    for index, header in enumerate(headers):
+        mesh = header.group()
+        axes = _MESH_AXIS.findall(header.group(1))
+        names = {name for name, _ in axes}
+        rest = text[header.end() : headers[index + 1].start() if index + 1 < len(headers) else len(text)]
+        device_ids = re.search(r"device_ids=\(([^)]*)\)", rest)
+        if device_ids is not None:
+            count, expected = len(_dims(device_ids.group(1))), math.prod(int(size) for _, size in axes)
+            if count != expected:
+                message = f"Expected {expected} device_ids based on mesh axes, but got {count}"
+                raise InvalidHlo(message, attribute="sharding")
+        for token in re.findall(r"'[^']*'|[A-Za-z_][A-Za-z0-9_]*=?", rest):
+            if token.startswith("'"):
+                if token[1:-1] not in names:
+                    message = f"axis {token} is not a valid axis name or index in mesh {mesh}"
+                    raise InvalidHlo(message, attribute="sharding")
+            elif token.endswith("="):
+                if token not in _MESH_ATTRIBUTES:
+                    raise InvalidHlo(
+                        "unknown attribute in named sharding: expected replicated, unreduced, manual or metadata",
+                        attribute="sharding",
+                    )
+            elif token not in ("replicated", "manual", "unreduced", "maximal", "last_tile_dim_replicate"):
+                raise InvalidHlo("expects string", attribute="sharding")
 
 
 def _check_iota_replica_groups(instruction: Instruction) -> None:
@@ -843,9 +1024,11 @@ class _MapReader:
     """XLA's lexer over one brace-map attribute value: the maps stay raw text in the IR, so the
     grammar XLA's ``ParseSubAttributes`` / ``ParseFrontendAttributes`` apply is checked here."""
 
-    def __init__(self, text: str, key: str) -> None:
+    def __init__(self, text: str, key: str, prefix: str | None = None) -> None:
         self.text = text
         self.key = key
+        #: What each refusal starts with: an attribute's name, or nothing in a stack-frame entry (as XLA says).
+        self.prefix = f"error parsing attribute {key}: " if prefix is None else prefix
         self.position = 0
         self.kind, self.token = self._peek()
 
@@ -878,7 +1061,7 @@ class _MapReader:
             raise self.error(message)
 
     def error(self, message: str) -> InvalidHlo:
-        return InvalidHlo(f"error parsing attribute {self.key}: {message} but sees {self.token}", attribute=self.key)
+        return InvalidHlo(f"{self.prefix}{message} but sees {self.token}", attribute=self.key)
 
     def name(self) -> str:
         if self.kind != "name":
@@ -906,34 +1089,98 @@ def _check_metadata(value: str, key: str) -> None:
     """``metadata={op_type="…" source_line=3 …}``, read as XLA's ``ParseMetadata`` does."""
     if _WELL_FORMED_METADATA.fullmatch(value) and max(map(value.count, _METADATA_NEEDLES)) < 2:
         return
-    reader = _MapReader(value, key)
+    _check_sub_attributes(_MapReader(value, key), _METADATA_FIELDS, required=False)
+
+
+def _check_sub_attributes(reader: _MapReader, fields: dict[str, str], required: bool) -> dict[str, str]:
+    """``{name=value …}`` (commas optional) as XLA's ``ParseSubAttributes`` reads it: each name once and
+    one of `fields`, its value of that field's kind; with `required`, every field present. Returns the
+    string fields' values, as written."""
     reader.expect("{", "expects '{' to start sub attributes")
     seen: set[str] = set()
+    strings: dict[str, str] = {}
     while not reader.at("}"):
         reader.eat(",")
         name = reader.name()
         if name in seen:
-            raise InvalidHlo(f"error parsing attribute {key}: attribute {name} already exists", attribute=key)
+            raise InvalidHlo(f"{reader.prefix}attribute {name} already exists", attribute=reader.key)
         seen.add(name)
-        kind = _METADATA_FIELDS.get(name)
+        kind = fields.get(name)
         if kind is None:
-            allowed = ", ".join(sorted(_METADATA_FIELDS))
+            allowed = ", ".join(sorted(fields))
             raise InvalidHlo(
-                f'error parsing attribute {key}: unexpected attribute "{name}". Allowed attributes: {allowed}',
-                attribute=key,
+                f'{reader.prefix}unexpected attribute "{name}". Allowed attributes: {allowed}', attribute=reader.key
             )
         if kind == "string":
             if reader.kind != "string":
                 raise reader.error(f"expects string for {name}")
-            reader.advance()
+            strings[name] = reader.advance()
+        elif kind == "sharding":
+            start = reader.position
+            reader.skip_braces()
+            try:
+                _check_sharding_syntax(reader.text[start : reader.position].strip())
+            except InvalidHlo as issue:
+                raise InvalidHlo(issue.message, attribute=reader.key) from None
         elif kind == "int32":
             if reader.kind != "int":
                 raise reader.error(f"expects integer for {name}")
             if not -(2**31) <= int(reader.advance()) < 2**31:
-                raise InvalidHlo(f"error parsing attribute {key}: value out of range for int32_t", attribute=key)
+                raise InvalidHlo(f"{reader.prefix}value out of range for int32_t", attribute=reader.key)
         else:
             _check_profile_types(reader)
+    missing = [name for name in fields if name not in seen] if required else []
+    if missing:
+        raise InvalidHlo(f"sub-attribute {missing[0]} is expected but not seen", attribute=reader.key)
     reader.finish("expects '}' to end sub attributes")
+    return strings
+
+
+#: A domain's fields: its kind (hloopt reads, as XLA does, the sharding kind only) and two shardings.
+_DOMAIN_FIELDS = {"kind": "string", "entry": "sharding", "exit": "sharding"}
+
+
+def _check_domain(value: str, key: str) -> None:
+    """``domain={kind="sharding", entry={…}, exit={…}}``, read as XLA's ``ParseDomain`` reads it."""
+    kind = _check_sub_attributes(_MapReader(value, key, prefix=""), _DOMAIN_FIELDS, required=True)["kind"]
+    if kind != '"sharding"':
+        raise InvalidHlo(f"unsupported domain kind: {kind[1:-1]}", attribute=key)
+
+
+#: The fields of an entry of the stack-frame sections written in braces (XLA requires each, an int32).
+_FRAME_FIELDS: dict[str, dict[str, str]] = {
+    "FileLocations": dict.fromkeys(
+        ("file_name_id", "function_name_id", "line", "end_line", "column", "end_column"), "int32"
+    ),
+    "StackFrames": dict.fromkeys(("file_location_id", "parent_frame_id"), "int32"),
+}
+
+
+def check_stack_frame_entry(section: str, value: str) -> None:
+    """One entry's value in a stack-frame section (`FileNames 1 "a.py"`, `StackFrames 1 {file_location_id=1
+    parent_frame_id=0}`), read as XLA reads it: a string in the name sections, the section's fields in braces
+    in the others. hloopt keeps the sections as written; this is their only check."""
+    fields = _FRAME_FIELDS.get(section)
+    if fields is None:
+        if not value.startswith('"'):
+            raise InvalidHlo("expects string", attribute=section)
+        return
+    _check_sub_attributes(_MapReader(value, section, prefix=""), fields, required=True)
+
+
+#: The one attribute XLA's parser reads after a computation's closing brace, and its value's syntax.
+_COMPUTATION_ATTRIBUTES = {"execution_thread": re.compile(_STRING)}
+
+
+def check_computation_attribute(key: str, value: str) -> None:
+    """A computation's attribute (``}, execution_thread="x"``), which hloopt keeps as written: XLA
+    knows only `_COMPUTATION_ATTRIBUTES`, each with its value's syntax."""
+    syntax = _COMPUTATION_ATTRIBUTES.get(key)
+    if syntax is None:
+        allowed = ", ".join(sorted(_COMPUTATION_ATTRIBUTES))
+        raise InvalidHlo(f'unexpected attribute "{key}". Allowed attributes: {allowed}', attribute=key)
+    if not syntax.fullmatch(value.strip(" \t\n\r")):
+        raise InvalidHlo("expects string", attribute=key)
 
 
 def _check_profile_types(reader: _MapReader) -> None:
@@ -944,9 +1191,7 @@ def _check_profile_types(reader: _MapReader) -> None:
             raise reader.error("expects integer for profile_type")
         number = reader.advance()
         if int(number) not in _PROFILE_TYPES:
-            raise InvalidHlo(
-                f"error parsing attribute {reader.key}: unknown profile_type {number}", attribute=reader.key
-            )
+            raise InvalidHlo(f"{reader.prefix}unknown profile_type {number}", attribute=reader.key)
         if not reader.eat(","):
             break
         if reader.at("}"):
@@ -1085,69 +1330,18 @@ def _spellings(enum: type[Enum]) -> re.Pattern[str]:
     return re.compile("|".join(member.value for member in enum))
 
 
+#: Each attribute `attribute_kinds` types as an integer, a boolean or an integer list gets that kind's
+#: syntax (a name another opcode reads as another kind, `slice_sizes`, is checked by its opcode).
+_KIND_SYNTAX = {Kind.INT: _INTEGER_VALUE, Kind.BOOL: _BOOL_VALUE, Kind.INT_LIST: _INTEGER_LIST_VALUE}
+_RETYPED = frozenset(name for _, name in BY_OPCODE)
 _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
+    **{name: _KIND_SYNTAX[kind] for name, kind in KINDS.items() if kind in _KIND_SYNTAX and name not in _RETYPED},
+    # the module's attributes of those kinds
+    **dict.fromkeys(("num_partitions", "replica_count"), _INTEGER_VALUE),
+    **dict.fromkeys(("alias_passthrough_params", "is_scheduled"), _BOOL_VALUE),
     **dict.fromkeys(
-        (
-            "index",
-            "channel_id",
-            "batch_group_count",
-            "feature_group_count",
-            "delta",
-            "exponent_bits",
-            "mantissa_bits",
-            "feature_index",
-            "index_vector_dim",
-            "inferred_dimension",
-            "iota_dimension",
-            "k",
-            "num_carries",
-            "num_partitions",
-            "replica_count",
-        ),
-        _INTEGER_VALUE,
-    ),
-    **dict.fromkeys(
-        (
-            "alias_passthrough_params",
-            "constrain_layout",
-            "custom_call_has_side_effect",
-            "indices_are_sorted",
-            "is_host_transfer",
-            "is_reverse",
-            "is_scheduled",
-            "is_stable",
-            "largest",
-            "left_side",
-            "lower",
-            "unique_indices",
-            "unit_diagonal",
-            "use_global_device_ids",
-        ),
-        _BOOL_VALUE,
-    ),
-    **dict.fromkeys(
-        (
-            "dimensions",
-            "collapsed_slice_dims",
-            "dynamic_slice_sizes",
-            "fft_length",
-            "input_batching_dims",
-            "inserted_window_dims",
-            "lhs_batch_dims",
-            "lhs_contracting_dims",
-            "lhs_ragged_dims",
-            "offset_dims",
-            "operand_batching_dims",
-            "rhs_batch_dims",
-            "rhs_contracting_dims",
-            "rhs_group_dims",
-            "scatter_dims_to_operand_dims",
-            "scatter_indices_batching_dims",
-            "start_index_map",
-            "start_indices_batching_dims",
-            "update_window_dims",
-        ),
-        _INTEGER_LIST_VALUE,
+        ("allow_spmd_sharding_propagation_to_parameters", "allow_spmd_sharding_propagation_to_output"),
+        (re.compile(rf"true|false|{_braced('(?:true|false)')}"), "expects true, false or a list of them in braces"),
     ),
     "window": (
         re.compile(
@@ -1229,6 +1423,7 @@ def _check_value_syntax(instruction: Instruction, key: str) -> None:
 
 
 _MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
+    "domain": _check_domain,
     "metadata": _check_metadata,
     "frontend_attributes": _check_frontend_attributes,
     "origin": _check_origin,
