@@ -18,6 +18,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.errors import HloError, Subject, about
+from hloopt.ir.attribute_values import is_true
 from hloopt.ir.builder import Builder
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, tuple_elements
@@ -155,7 +156,7 @@ class HloPass(ABC):
             raise
         except Exception as err:
             raise PassError(_what(err), pass_name(self)) from err
-        if module.attributes.get("is_scheduled") != "true":
+        if not is_true(module.attributes.get("is_scheduled")):
             for computation in edited:
                 if computation in module.computations:  # not a wrapped computation sugared again
                     computation.sort_in_print_order()

@@ -51,13 +51,13 @@ def _entry_layout(module: Module) -> ProgramLayout | None:
 
 
 def _header(module: Module) -> str:
-    items = dict(module.attributes)
+    items: dict[str, AttributeValue] = dict(module.attributes)
     layout = _entry_layout(module)
     if layout is not None:
         items["entry_computation_layout"] = layout.to_text()
     rank = {name: i for i, name in enumerate(_HEADER_ORDER)}
     ordered = sorted(items.items(), key=lambda kv: rank.get(kv[0], len(rank)))
-    parts = [f"HloModule {module.name}"] + [f"{key}={value}" for key, value in ordered]
+    parts = [f"HloModule {module.name}"] + [f"{key}={_attribute_text(value)}" for key, value in ordered]
     text = ", ".join(parts)
     # XLA ends the recovery table's line with a newline of its own.
     return text + "\n" if "origin_recovery_table" in items else text
