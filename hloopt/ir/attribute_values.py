@@ -407,12 +407,14 @@ class PaddingConfig(_Read):
 
 @dataclass(frozen=True, slots=True)
 class SliceRanges(_Read):
-    """``slice={[0:4], [0:8:2]}``: each dimension's start, limit and stride, the stride printed when not 1."""
+    """``slice={[0:4], [2:8:2]}``: each dimension's start, limit and stride; every stride printed when one is
+    not 1, none when all are (as XLA prints them)."""
 
     ranges: tuple[tuple[int, int, int], ...]
 
     def canonical_text(self) -> str:
-        parts = (f"[{a}:{b}]" if c == 1 else f"[{a}:{b}:{c}]" for a, b, c in self.ranges)
+        strided = any(c != 1 for _, _, c in self.ranges)
+        parts = (f"[{a}:{b}:{c}]" if strided else f"[{a}:{b}]" for a, b, c in self.ranges)
         return "{" + ", ".join(parts) + "}"
 
 
