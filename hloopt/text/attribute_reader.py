@@ -207,7 +207,7 @@ def _padding(text: str) -> PaddingConfig:
 _SLICE_RANGE = re.compile(r"\[\s*(-?\d+)\s*:\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?\]")
 _INT_GROUP = re.compile(r"\{([^{}]*)\}")
 _IOTA = re.compile(r"\[([^\]]*)\]\s*<=\s*\[([^\]]*)\](?:\s*T\s*\(([^)]*)\))?")
-_ALIAS_PAIR = re.compile(r"\{([^{}]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([^{}]*)\}\s*\)")
+_ALIAS_PAIR = re.compile(r"\{([^{}]*)\}\s*:\s*\(\s*(-?\d+)\s*,\s*\{([^{}]*)\}\s*\)")
 
 
 def _ints(text: str | None) -> tuple[int, ...]:

@@ -41,6 +41,7 @@ from hloopt.ir.attribute_values import (
     TupleSharding,
     Window,
     WindowDimension,
+    is_true,
 )
 from hloopt.ir.module import Instruction
 from hloopt.text.attribute_reader import read_value
@@ -213,6 +214,47 @@ def test_a_module_holds_typed_values_and_prints_as_it_was_written() -> None:
     assert c.attributes["direction"] is ComparisonDirection.LT and c.attributes["type"] is ComparisonType.TOTALORDER
     assert c.attributes["frontend_attributes"] == FrontendAttributes((("a", '"2"'), ("b", '"1"')))
     assert module.to_text().split("\n", 1)[1] == text.split("\n", 1)[1]
+
+
+def test_the_header_holds_typed_values_and_prints_as_it_was_written() -> None:
+    text = (
+        'HloModule m, is_scheduled=true, replica_count=2, frontend_attributes={b="1"}, buffer_donor={ (0, {}) }\n\n'
+        "ENTRY %e (p: f32[2]) -> f32[2] {\n  ROOT %p = f32[2]{0} parameter(0), sharding={replicated}\n}\n\n"
+    )
+    module = parse(text)
+    assert module.attributes == {
+        "is_scheduled": Bool(True),
+        "replica_count": Int(2),
+        "frontend_attributes": FrontendAttributes((("b", '"1"'),)),
+        "buffer_donor": "{ (0, {}) }",  # not modelled: verbatim
+    }
+    assert module.entry.instructions[0].attributes["sharding"] == Sharding("replicated")
+    assert module.to_text().split("\n", 1)[1] == text.split("\n", 1)[1]
+
+
+@pytest.mark.parametrize("flag, value", [("true", True), ("false", False), ("/*x*/ true", True)])
+def test_a_flag_is_read_as_a_boolean(flag: str, value: bool) -> None:
+    """Readers ask `is_true`, never the spelling: a comment or a pass-made value reads the same, text never."""
+    module = parse(
+        "HloModule m\n\nENTRY %e (p: f32[2]) -> f32[2] {\n  %p = f32[2]{0} parameter(0)\n"
+        f'  ROOT %c = f32[2]{{0}} custom-call(%p), custom_call_target="x", custom_call_has_side_effect={flag}\n}}\n'
+    )
+    read = module.entry.root.attributes["custom_call_has_side_effect"]  # type: ignore[union-attr]
+    assert read == Bool(value) and is_true(read) is value
+    assert is_true(Bool(value)) is value and not is_true(flag) and not is_true(None)
+
+
+def test_made_values_print_as_xla_prints_them() -> None:
+    """Values a pass builds, each printed in XLA's form (the XLA-judged tests below cover each form's print)."""
+    assert Bool(True).to_text() == "true" and not Bool(False)
+    assert Float(0.1234567).to_text() == "0.123457" and Float(1e8).to_text() == "1e+08"
+    assert PaddingConfig((PaddingDimension(0, 0), PaddingDimension(1, 2, 1))).to_text() == "0_0_0x1_2_1"
+    assert SliceRanges(((0, 4, 1), (0, 8, 2))).to_text() == "{[0:4:1], [0:8:2]}"
+    assert ReplicaGroups(iota=Iota((2, 2), (2, 2), (1, 0))).to_text() == "[2,2]<=[2,2]T(1,0)"
+    assert Aliasing((((0,), 1, ()),)).to_text() == "{{0}: (1, {})}"
+    assert Sharding(tiles=(4,), iota=Iota((4,), (4,)), shard_group=("shard_like", 2)).to_text() == (
+        "{devices=[4]<=[4] shard_like 2}"
+    )
 
 
 # -- XLA is the judge of each value's print -------------------------------------------------------------
@@ -535,10 +577,11 @@ def test_a_header_value_prints_as_xla_prints_it(
 
 @pytest.mark.corpus
 def test_every_corpus_value_prints_as_its_text_reads(corpus_dir: Path) -> None:
-    """Each typed value in the corpus: its print from its fields reads back as the same value, and equals
-    the written text for every dimension-label form (the corpus is XLA's own test text; its windows
-    sometimes spell defaults out, ``lhs_dilate=1x1``, which XLA's print leaves out)."""
-    forms: dict[str, set[str]] = {"dim_labels": set(), "window": set()}
+    """Each typed value in the corpus: its print from its fields reads back as the same value (a sharding's
+    metadata in XLA's order), and equals the written text for every dimension-label form (the corpus is XLA's
+    own test text; its windows sometimes spell defaults out, ``lhs_dilate=1x1``, which XLA's print leaves out).
+    The only sharding and replica-group texts left as text are the mesh forms hloopt does not model."""
+    forms: dict[str, set[str]] = {key: set() for key in ("dim_labels", "window", "sharding", "replica_groups")}
     for path in sorted((corpus_dir / "xla").glob("*.hlo")):
         try:
             module = parse(path.read_text(encoding="utf-8", errors="surrogateescape"), str(path))
@@ -547,18 +590,40 @@ def test_every_corpus_value_prints_as_its_text_reads(corpus_dir: Path) -> None:
         for computation in module.computations:
             for instruction in computation.instructions:
                 for key, value in instruction.attributes.items():
-                    if isinstance(value, (ConvolutionDimensionNumbers, Window, IntList, Metadata, FrontendAttributes)):
+                    if key in ("sharding", "replica_groups") and isinstance(value, str):
+                        assert "mesh" in value, (path.name, key, value)
+                    if isinstance(value, _CORPUS_CHECKED):
                         fresh = _fresh(value)
-                        again = read_value(_kind(key), fresh.to_text())  # type: ignore[attr-defined]
+                        printed = fresh.to_text()  # type: ignore[attr-defined]
+                        again = read_value(_kind(key), printed)
                         if isinstance(value, Metadata):  # XLA's order, not the one written
                             assert isinstance(again, Metadata) and dict(again.entries) == dict(value.entries)
+                        elif isinstance(value, (Sharding, TupleSharding)):
+                            assert again.to_text() == printed, (path.name, key)  # type: ignore[union-attr]
                         else:
                             assert again == value, (path.name, key)
                         if key in forms:
                             forms[key].add(value.to_text())
                         if key == "dim_labels":
-                            assert fresh.to_text() == value.to_text(), (path.name, key)  # type: ignore[attr-defined]
+                            assert printed == value.to_text(), (path.name, key)
     assert len(forms["dim_labels"]) > 20 and len(forms["window"]) > 50
+    assert len(forms["sharding"]) > 100 and len(forms["replica_groups"]) > 20
+
+
+_CORPUS_CHECKED = (
+    ConvolutionDimensionNumbers,
+    Window,
+    IntList,
+    Metadata,
+    FrontendAttributes,
+    Sharding,
+    TupleSharding,
+    ReplicaGroups,
+    PaddingConfig,
+    SliceRanges,
+    Aliasing,
+    Bool,
+)
 
 
 def _kind(key: str) -> Kind:
