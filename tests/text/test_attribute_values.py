@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -46,6 +47,8 @@ from hloopt.ir.attribute_values import (
 from hloopt.ir.module import Instruction
 from hloopt.text.attribute_reader import read_value
 from hloopt.xla.bridge import canonical_in_subprocess
+
+_V = TypeVar("_V")
 
 _ENUMS = {
     Kind.COMPARISON_DIRECTION: ComparisonDirection,
@@ -512,7 +515,7 @@ def test_a_value_prints_as_xla_prints_it(index: int, xla_prints: list[str | HloE
     assert compared
 
 
-def _fresh(value: object) -> object:
+def _fresh(value: _V) -> _V:
     """`value` made again from its fields, without the text it was read from."""
     fields = {name: getattr(value, name) for name in value.__dataclass_fields__ if not name.startswith("_")}  # type: ignore[attr-defined]
     return type(value)(**fields)
@@ -568,7 +571,7 @@ def test_a_header_value_prints_as_xla_prints_it(
     for key, value in module.attributes.items():
         if isinstance(value, str):
             continue
-        text = _fresh(value).to_text()  # type: ignore[attr-defined]
+        text = _fresh(value).to_text()
         assert f", {key}={text}" in head + "," or value in (Bool(False), Int(1)), (key, head)
 
 
@@ -594,7 +597,7 @@ def test_every_corpus_value_prints_as_its_text_reads(corpus_dir: Path) -> None:
                         assert "mesh" in value, (path.name, key, value)
                     if isinstance(value, _CORPUS_CHECKED):
                         fresh = _fresh(value)
-                        printed = fresh.to_text()  # type: ignore[attr-defined]
+                        printed = fresh.to_text()
                         again = read_value(_kind(key), printed)
                         if isinstance(value, Metadata):  # XLA's order, not the one written
                             assert isinstance(again, Metadata) and dict(again.entries) == dict(value.entries)
