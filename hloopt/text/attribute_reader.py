@@ -201,7 +201,10 @@ def _float(text: str) -> Float:
 
 def _padding(text: str) -> PaddingConfig:
     """``0_0x1_2_1``: each dimension's low, high and (optional) interior padding."""
-    return PaddingConfig(tuple(PaddingDimension(*map(int, dim.split("_"))) for dim in _bare(text).split("x")))
+    dimensions = [dim.split("_") for dim in _bare(text).split("x")]
+    if any(len(parts) not in (2, 3) for parts in dimensions):
+        raise _Unreadable(text)
+    return PaddingConfig(tuple(PaddingDimension(*map(int, parts)) for parts in dimensions))
 
 
 _SLICE_RANGE = re.compile(r"\[\s*(-?\d+)\s*:\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?\]")
@@ -331,7 +334,13 @@ def _single_sharding(tokens: _Tokens) -> Sharding:
         elif token == "last_tile_dims=":
             if tokens.take() != "{":
                 raise _Unreadable(tokens.text)
-            fields["last_tile_dims"] = tuple(t for t in iter(tokens.take, "}") if t != ",")
+            names: list[str] = []
+            while (name := tokens.take()) != "}":
+                if not name:
+                    raise _Unreadable(tokens.text)
+                if name != ",":
+                    names.append(name)
+            fields["last_tile_dims"] = tuple(names)
         elif token in ("shard_as", "shard_like"):
             fields["shard_group"] = (token, int(tokens.take()))
         elif token == "metadata=":

@@ -69,96 +69,109 @@ def test_a_direction_is_read_in_any_case_as_xla_reads_it() -> None:
     assert read_value(Kind.COMPARISON_DIRECTION, "ge") is ComparisonDirection.GE
 
 
-@pytest.mark.parametrize(
-    "kind, text, value",
-    [
-        (Kind.INT, "0", Int(0)),
-        (Kind.INT, "-3", Int(-3)),
-        (Kind.STRING, '"__cublas$gemm"', String("__cublas$gemm")),
-        (Kind.STRING, '"a\\"b\\\\c\\n\\\'"', String("a\"b\\c\n'")),
-        (Kind.INT_LIST, "{}", IntList(())),
-        (Kind.INT_LIST, "{1,0,2}", IntList((1, 0, 2))),
-        (Kind.INT_LIST, "{ 1, /*x*/ 0 }", IntList((1, 0))),
-        (Kind.PRECISION_LIST, "{}", PrecisionList(())),
-        (Kind.PRECISION_LIST, "{high,default}", PrecisionList((Precision.HIGH, Precision.DEFAULT))),
-        (Kind.WINDOW, "{}", Window(())),
-        (Kind.WINDOW, "{size=3}", Window((WindowDimension(3),))),
-        (Kind.WINDOW, "{size=2x3 pad=0_1x2_3}", Window((WindowDimension(2, 1, 0, 1), WindowDimension(3, 1, 2, 3)))),
-        (
-            Kind.WINDOW,
-            "{size=3x1 stride=2x1 lhs_dilate=1x2 rhs_dilate=3x1 rhs_reversal=1x0}",
-            Window((WindowDimension(3, 2, 0, 0, 1, 3, True), WindowDimension(1, 1, 0, 0, 2, 1, False))),
+#: Each kind's written forms and the values they read into.
+_WRITTEN: list[tuple[Kind, str, object]] = [
+    (Kind.INT, "0", Int(0)),
+    (Kind.INT, "-3", Int(-3)),
+    (Kind.STRING, '"__cublas$gemm"', String("__cublas$gemm")),
+    (Kind.STRING, '"a\\"b\\\\c\\n\\\'"', String("a\"b\\c\n'")),
+    (Kind.INT_LIST, "{}", IntList(())),
+    (Kind.INT_LIST, "{1,0,2}", IntList((1, 0, 2))),
+    (Kind.INT_LIST, "{ 1, /*x*/ 0 }", IntList((1, 0))),
+    (Kind.PRECISION_LIST, "{}", PrecisionList(())),
+    (Kind.PRECISION_LIST, "{high,default}", PrecisionList((Precision.HIGH, Precision.DEFAULT))),
+    (Kind.WINDOW, "{}", Window(())),
+    (Kind.WINDOW, "{size=3}", Window((WindowDimension(3),))),
+    (Kind.WINDOW, "{size=2x3 pad=0_1x2_3}", Window((WindowDimension(2, 1, 0, 1), WindowDimension(3, 1, 2, 3)))),
+    (
+        Kind.WINDOW,
+        "{size=3x1 stride=2x1 lhs_dilate=1x2 rhs_dilate=3x1 rhs_reversal=1x0}",
+        Window((WindowDimension(3, 2, 0, 0, 1, 3, True), WindowDimension(1, 1, 0, 0, 2, 1, False))),
+    ),
+    (
+        Kind.CONVOLUTION_DIMENSION_NUMBERS,
+        "b01f_01io->b01f",
+        ConvolutionDimensionNumbers(0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2)),
+    ),
+    (Kind.CONVOLUTION_DIMENSION_NUMBERS, "bf_io->bf", ConvolutionDimensionNumbers(0, 1, (), 0, 1, (), 0, 1, ())),
+    (
+        Kind.METADATA,
+        '{op_type="a" op_name="b\\"c" source_line=3 profile_type={1,2}}',
+        Metadata((("op_type", '"a"'), ("op_name", '"b\\"c"'), ("source_line", "3"), ("profile_type", "{1,2}"))),
+    ),
+    (
+        Kind.FRONTEND_ATTRIBUTES,
+        '{b="1",a={"k": {"j": "}"}}}',
+        FrontendAttributes((("a", '{"k": {"j": "}"}}'), ("b", '"1"'))),
+    ),
+    (Kind.BOOL, "true", Bool(True)),
+    (Kind.BOOL, "false", Bool(False)),
+    (Kind.BOOL, "/*c*/ true", Bool(True)),
+    (Kind.FLOAT, "0.001", Float(0.001)),
+    (Kind.FLOAT, "1e-05", Float(1e-5)),
+    (Kind.PADDING, "0_0", PaddingConfig((PaddingDimension(0, 0),))),
+    (Kind.PADDING, "-1_2_0x3_0_1", PaddingConfig((PaddingDimension(-1, 2), PaddingDimension(3, 0, 1)))),
+    (Kind.SLICE_RANGES, "{}", SliceRanges(())),
+    (Kind.SLICE_RANGES, "{[0:4:1], [2:8:3],[1:2]}", SliceRanges(((0, 4, 1), (2, 8, 3), (1, 2, 1)))),
+    (Kind.REPLICA_GROUPS, "{}", ReplicaGroups()),
+    (Kind.REPLICA_GROUPS, "{{0,1},{2,3}}", ReplicaGroups(((0, 1), (2, 3)))),
+    (Kind.REPLICA_GROUPS, "{ {0, 2}, {1,3} }", ReplicaGroups(((0, 2), (1, 3)))),
+    (Kind.REPLICA_GROUPS, "[2,2]<=[4]", ReplicaGroups(iota=Iota((2, 2), (4,)))),
+    (Kind.REPLICA_GROUPS, "[2,2]<=[2,2]T(1,0)", ReplicaGroups(iota=Iota((2, 2), (2, 2), (1, 0)))),
+    (Kind.ALIASING, "{}", Aliasing(())),
+    (Kind.ALIASING, "{{0}: (1, {}), {1, 2}:(0,{3})}", Aliasing((((0,), 1, ()), ((1, 2), 0, (3,))))),
+    (Kind.SHARDING, "{replicated}", Sharding("replicated")),
+    (Kind.SHARDING, "{maximal device=3}", Sharding("maximal", 3)),
+    (Kind.SHARDING, "{manual}", Sharding("manual")),
+    (Kind.SHARDING, "{unknown shard_as 2}", Sharding("unknown", shard_group=("shard_as", 2))),
+    (Kind.SHARDING, "{devices=[2,2]0,1,2,3}", Sharding(tiles=(2, 2), devices=(0, 1, 2, 3))),
+    (Kind.SHARDING, "{devices=[4]<=[2,2]T(1,0)}", Sharding(tiles=(4,), iota=Iota((4,), (2, 2), (1, 0)))),
+    (
+        Kind.SHARDING,
+        "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}",
+        Sharding(tiles=(2, 1, 2), devices=(0, 1, 2, 3), last_tile_dim_replicate=True),
+    ),
+    (
+        Kind.SHARDING,
+        '{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated} metadata={op_name="a"}}',
+        Sharding(
+            tiles=(2, 2, 2),
+            iota=Iota((2, 2, 2), (8,)),
+            last_tile_dims=("manual", "replicated"),
+            metadata=(Metadata((("op_name", '"a"'),)),),
         ),
-        (
-            Kind.CONVOLUTION_DIMENSION_NUMBERS,
-            "b01f_01io->b01f",
-            ConvolutionDimensionNumbers(0, 3, (1, 2), 2, 3, (0, 1), 0, 3, (1, 2)),
-        ),
-        (Kind.CONVOLUTION_DIMENSION_NUMBERS, "bf_io->bf", ConvolutionDimensionNumbers(0, 1, (), 0, 1, (), 0, 1, ())),
-        (
-            Kind.METADATA,
-            '{op_type="a" op_name="b\\"c" source_line=3 profile_type={1,2}}',
-            Metadata((("op_type", '"a"'), ("op_name", '"b\\"c"'), ("source_line", "3"), ("profile_type", "{1,2}"))),
-        ),
-        (
-            Kind.FRONTEND_ATTRIBUTES,
-            '{b="1",a={"k": {"j": "}"}}}',
-            FrontendAttributes((("a", '{"k": {"j": "}"}}'), ("b", '"1"'))),
-        ),
-        (Kind.BOOL, "true", Bool(True)),
-        (Kind.BOOL, "false", Bool(False)),
-        (Kind.BOOL, "/*c*/ true", Bool(True)),
-        (Kind.FLOAT, "0.001", Float(0.001)),
-        (Kind.FLOAT, "1e-05", Float(1e-5)),
-        (Kind.PADDING, "0_0", PaddingConfig((PaddingDimension(0, 0),))),
-        (Kind.PADDING, "-1_2_0x3_0_1", PaddingConfig((PaddingDimension(-1, 2), PaddingDimension(3, 0, 1)))),
-        (Kind.SLICE_RANGES, "{}", SliceRanges(())),
-        (Kind.SLICE_RANGES, "{[0:4:1], [2:8:3],[1:2]}", SliceRanges(((0, 4, 1), (2, 8, 3), (1, 2, 1)))),
-        (Kind.REPLICA_GROUPS, "{}", ReplicaGroups()),
-        (Kind.REPLICA_GROUPS, "{{0,1},{2,3}}", ReplicaGroups(((0, 1), (2, 3)))),
-        (Kind.REPLICA_GROUPS, "{ {0, 2}, {1,3} }", ReplicaGroups(((0, 2), (1, 3)))),
-        (Kind.REPLICA_GROUPS, "[2,2]<=[4]", ReplicaGroups(iota=Iota((2, 2), (4,)))),
-        (Kind.REPLICA_GROUPS, "[2,2]<=[2,2]T(1,0)", ReplicaGroups(iota=Iota((2, 2), (2, 2), (1, 0)))),
-        (Kind.ALIASING, "{}", Aliasing(())),
-        (Kind.ALIASING, "{{0}: (1, {}), {1, 2}:(0,{3})}", Aliasing((((0,), 1, ()), ((1, 2), 0, (3,))))),
-        (Kind.SHARDING, "{replicated}", Sharding("replicated")),
-        (Kind.SHARDING, "{maximal device=3}", Sharding("maximal", 3)),
-        (Kind.SHARDING, "{manual}", Sharding("manual")),
-        (Kind.SHARDING, "{unknown shard_as 2}", Sharding("unknown", shard_group=("shard_as", 2))),
-        (Kind.SHARDING, "{devices=[2,2]0,1,2,3}", Sharding(tiles=(2, 2), devices=(0, 1, 2, 3))),
-        (Kind.SHARDING, "{devices=[4]<=[2,2]T(1,0)}", Sharding(tiles=(4,), iota=Iota((4,), (2, 2), (1, 0)))),
-        (
-            Kind.SHARDING,
-            "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}",
-            Sharding(tiles=(2, 1, 2), devices=(0, 1, 2, 3), last_tile_dim_replicate=True),
-        ),
-        (
-            Kind.SHARDING,
-            '{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated} metadata={op_name="a"}}',
-            Sharding(
-                tiles=(2, 2, 2),
-                iota=Iota((2, 2, 2), (8,)),
-                last_tile_dims=("manual", "replicated"),
-                metadata=(Metadata((("op_name", '"a"'),)),),
-            ),
-        ),
-        (
-            Kind.SHARDING,
-            '{maximal device=0 metadata={{op_name="a"}, {op_type="b"}}}',
-            Sharding("maximal", 0, metadata=(Metadata((("op_name", '"a"'),)), Metadata((("op_type", '"b"'),)))),
-        ),
-        (Kind.SHARDING, "{}", TupleSharding(())),
-        (
-            Kind.SHARDING,
-            "{{replicated},{devices=[2]0,1}}",
-            TupleSharding((Sharding("replicated"), Sharding(tiles=(2,), devices=(0, 1)))),
-        ),
-    ],
-)
+    ),
+    (
+        Kind.SHARDING,
+        '{maximal device=0 metadata={{op_name="a"}, {op_type="b"}}}',
+        Sharding("maximal", 0, metadata=(Metadata((("op_name", '"a"'),)), Metadata((("op_type", '"b"'),)))),
+    ),
+    (Kind.SHARDING, "{}", TupleSharding(())),
+    (
+        Kind.SHARDING,
+        "{{replicated},{devices=[2]0,1}}",
+        TupleSharding((Sharding("replicated"), Sharding(tiles=(2,), devices=(0, 1)))),
+    ),
+]
+
+
+@pytest.mark.parametrize("kind, text, value", _WRITTEN)
 def test_each_kind_reads_into_its_value_and_prints_as_written(kind: Kind, text: str, value: object) -> None:
     read = read_value(kind, text)
     assert read == value
     assert read.to_text() == text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", sorted(TYPED, key=lambda kind: kind.name), ids=lambda kind: kind.name)
+def test_every_cut_of_a_text_reads_or_stays_text(kind: Kind) -> None:
+    """Each prefix of each written form (a reader is never given one validation let through, but a gap between
+    the two must not hang or raise): a value, or the text itself."""
+    texts = [text for k, text, _ in _WRITTEN if k is kind] + [m.value for m in _ENUMS.get(kind, ())]
+    assert texts
+    for text in texts:
+        for end in range(len(text) + 1):
+            read = read_value(kind, text[:end])
+            assert read == text[:end] or not isinstance(read, str)
 
 
 def test_metadata_xla_does_not_print_is_kept() -> None:
