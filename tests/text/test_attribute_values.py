@@ -162,7 +162,7 @@ def test_each_kind_reads_into_its_value_and_prints_as_written(kind: Kind, text: 
     assert read.to_text() == text  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("kind", sorted(TYPED, key=lambda kind: kind.name), ids=str)
+@pytest.mark.parametrize("kind", sorted(TYPED, key=str), ids=str)
 def test_every_cut_of_a_text_reads_or_stays_text(kind: Kind) -> None:
     """Each prefix of each written form (a reader is never given one validation let through, but a gap between
     the two must not hang or raise): a value, or the text itself."""
