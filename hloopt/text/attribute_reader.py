@@ -304,11 +304,14 @@ class _Tokens:
 
 
 def _single_sharding(tokens: _Tokens) -> Sharding:
-    """One sharding after its ``{``, up to and with its ``}``."""
+    """One sharding after its ``{``, up to and with its ``}``: a form the fields cannot hold (two keywords,
+    a keyword with tiles) stays text."""
     fields: dict[str, object] = {}
     metadata: list[Metadata] = []
     while (token := tokens.take()) != "}":
         if token in _SHARDING_KEYWORDS:
+            if "keyword" in fields:
+                raise _Unreadable(tokens.text)
             fields["keyword"] = token
         elif token == "device=":
             fields["device"] = int(tokens.take())
@@ -355,7 +358,7 @@ def _single_sharding(tokens: _Tokens) -> Sharding:
             tokens.at = end
         else:
             raise _Unreadable(tokens.text)
-    if ("device" in fields) != (fields.get("keyword") == "maximal"):
+    if ("device" in fields) != (fields.get("keyword") == "maximal") or ("keyword" in fields and "tiles" in fields):
         raise _Unreadable(tokens.text)
     return Sharding(metadata=tuple(metadata), **fields)  # type: ignore[arg-type]
 

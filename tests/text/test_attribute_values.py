@@ -210,6 +210,8 @@ def test_text_no_reader_takes_stays_text() -> None:
     assert read_value(Kind.PRECISION_LIST, "{packed_nibble}") == "{packed_nibble}"  # jaxlib 0.10 refuses it
     assert read_value(Kind.SHARDING, "{mesh[a=2]}") == "{mesh[a=2]}"  # a mesh sharding is not modelled
     assert read_value(Kind.SHARDING, "{maximal}") == "{maximal}"
+    assert read_value(Kind.SHARDING, "{replicated manual}") == "{replicated manual}"
+    assert read_value(Kind.SHARDING, "{devices=[2]0,1 unreduced}") == "{devices=[2]0,1 unreduced}"
     assert read_value(Kind.REPLICA_GROUPS, "{{0,1}{2}}") == "{{0,1}{2}}"
     assert read_value(Kind.BOOL, "True") == "True"
     assert read_value(Kind.STRING, '"\\101"') == '"\\101"'  # an octal escape
