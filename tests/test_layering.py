@@ -122,10 +122,13 @@ def test_a_wrong_edge_is_caught() -> None:
 # -- passes and analysis use typed attribute values, never attribute text -----------------------------
 
 #: Attribute text in a string: a ``name=`` of an attribute, a ``={`` value or a ``{key=`` map, an empty ``{}`` list, a
-#: layout tail item (``E(``, ``T(``, ``S(``), or a regex for one (``E\(``).
+#: layout tail item (``E(``, ``T(``, ``S(``), or a regex for one (``E\(``), a boolean's spelling (``"true"``), a
+#: sharding's (``{replicated``, ``devices=``) or an iota device list's (``<=[``).
 ATTRIBUTE_TEXT = re.compile(
     r"=\s*\{|^\{\}$|\{\w+=|\b(?:dimensions|direction|index|window|dim_labels|metadata|frontend_attributes|kind|type"
-    r"|operand_precision|fft_type|distribution|channel_id|[lr]hs_\w+_dims)=|\b[ETSLM]\\?\(|\bSC\\?\("
+    r"|operand_precision|fft_type|distribution|channel_id|[lr]hs_\w+_dims|sharding|replica_groups|padding|slice|epsilon"
+    r"|output_to_operand_aliasing|is_scheduled|custom_call_has_side_effect|num_partitions|replica_count)="
+    r"|\b[ETSLM]\\?\(|\bSC\\?\(|^(?:true|false)$|\{(?:replicated|maximal|manual)\b|\bdevices=|<=\["
 )
 #: Readers of attribute or layout text: names that must not appear in passes/ or analysis/.
 TEXT_READERS = frozenset({"parse_map", "int_list", "tail", "findall", "_MapReader", "read_value"})
@@ -133,6 +136,8 @@ TEXT_READERS = frozenset({"parse_map", "int_list", "tail", "findall", "_MapReade
 TEXT_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("analysis/verifier.py", "broadcast dimensions={"): "an error message quoting the attribute as XLA prints it",
     ("passes/registry.py", "expected name{option=value …} in --passes, got "): "the --passes syntax, no attribute",
+    ("passes/registry.py", "true"): "a boolean option's value in --passes, no attribute",
+    ("passes/registry.py", "false"): "a boolean option's value in --passes, no attribute",
 }
 TYPED_PARTS = ("passes", "analysis")
 
@@ -199,6 +204,11 @@ def test_the_text_exceptions_are_still_needed() -> None:
         'dims = int_list(instruction.attributes.get("dimensions"))',
         'metadata = "{op_name=" + name + "}"',
         'text = "T(8,128)"',
+        'if instruction.attributes.get("custom_call_has_side_effect") == "true": pass',
+        'scheduled = module.attributes.get("is_scheduled") != "false"',
+        'sharding = "{replicated}"',
+        'groups = f"replica_groups={groups}"',
+        'iota = "[2,2]<=[4]"',
     ],
 )
 def test_attribute_text_is_caught(source: str) -> None:

@@ -48,6 +48,8 @@ class Kind(Enum):
 TYPED: frozenset[Kind] = frozenset(
     {
         Kind.INT,
+        Kind.BOOL,
+        Kind.FLOAT,
         Kind.STRING,
         Kind.INT_LIST,
         Kind.WINDOW,
@@ -60,6 +62,11 @@ TYPED: frozenset[Kind] = frozenset(
         Kind.FUSION_KIND,
         Kind.METADATA,
         Kind.FRONTEND_ATTRIBUTES,
+        Kind.SHARDING,
+        Kind.PADDING,
+        Kind.SLICE_RANGES,
+        Kind.REPLICA_GROUPS,
+        Kind.ALIASING,
     }
 )
 
@@ -122,6 +129,21 @@ KINDS: dict[str, Kind] = {
 BY_OPCODE: dict[tuple[str, str], Kind] = {
     ("collective-permute", "slice_sizes"): Kind.INT_LIST_LIST,
     ("collective-permute-start", "slice_sizes"): Kind.INT_LIST_LIST,
+}
+
+
+#: Each header attribute's kind (``HloModule m, is_scheduled=true, …``; ``entry_computation_layout`` is modelled
+#: apart, as a program layout). The aliasing and donor lists, the per-output boolean lists and the recovery table
+#: stay verbatim: nothing in hloopt reads them.
+MODULE_KINDS: dict[str, Kind] = {
+    **_each(Kind.BOOL, "is_scheduled alias_passthrough_params"),
+    **_each(Kind.INT, "num_partitions replica_count"),
+    **_each(Kind.FRONTEND_ATTRIBUTES, "frontend_attributes"),
+    **_each(
+        Kind.OTHER,
+        "input_output_alias buffer_donor allow_spmd_sharding_propagation_to_parameters"
+        " allow_spmd_sharding_propagation_to_output origin_recovery_table",
+    ),
 }
 
 

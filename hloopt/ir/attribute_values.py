@@ -14,28 +14,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from struct import pack, unpack
 from typing import TypeVar
 
 __all__ = [
+    "Aliasing",
+    "Bool",
     "ComparisonDirection",
     "ComparisonType",
     "ConvolutionDimensionNumbers",
     "DotDimensionNumbers",
     "FftType",
+    "Float",
     "FrontendAttributes",
     "FusionKind",
     "Int",
     "IntList",
+    "Iota",
     "Metadata",
+    "PaddingConfig",
+    "PaddingDimension",
     "Precision",
     "PrecisionList",
     "RandomDistribution",
+    "ReplicaGroups",
+    "Sharding",
+    "SliceRanges",
     "String",
+    "TupleSharding",
     "Typed",
     "Window",
     "WindowDimension",
     "dot_dimension_numbers",
     "integers",
+    "is_true",
     "read_from",
 ]
 
@@ -130,6 +142,39 @@ class Int(_Read):
 
     def canonical_text(self) -> str:
         return str(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Bool(_Read):
+    """A boolean attribute (``custom_call_has_side_effect=true``, the header's ``is_scheduled=true``); true in an
+    ``if`` when it is true, so a reader never compares spellings."""
+
+    value: bool
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def canonical_text(self) -> str:
+        return "true" if self.value else "false"
+
+
+def is_true(value: object) -> bool:
+    """Whether an attribute value (or None, for an absent one) is a true `Bool`; text never is."""
+    return isinstance(value, Bool) and value.value
+
+
+@dataclass(frozen=True, slots=True)
+class Float(_Read):
+    """A float attribute (``epsilon=0.001``), held as the f32 XLA keeps, printed as ``absl::StrCat`` prints a
+    float (six significant digits, ``%g``)."""
+
+    value: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", unpack("<f", pack("<f", self.value))[0])
+
+    def canonical_text(self) -> str:
+        return f"{self.value:g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,9 +384,147 @@ class FrontendAttributes(_Read):
         return "{" + ",".join(f"{k}={v}" for k, v in self.entries) + "}"
 
 
+@dataclass(frozen=True, slots=True)
+class PaddingDimension:
+    """One dimension of a pad's ``padding=``: edge padding (either may be negative) and interior padding."""
+
+    low: int
+    high: int
+    interior: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PaddingConfig(_Read):
+    """``padding=0_0x1_2_1``: printed as ``PaddingConfigToString`` prints it, every dimension with its interior
+    padding when one dimension has some, none without."""
+
+    dimensions: tuple[PaddingDimension, ...]
+
+    def canonical_text(self) -> str:
+        interior = any(d.interior for d in self.dimensions)
+        return "x".join(f"{d.low}_{d.high}_{d.interior}" if interior else f"{d.low}_{d.high}" for d in self.dimensions)
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRanges(_Read):
+    """``slice={[0:4], [2:8:2]}``: each dimension's start, limit and stride; every stride printed when one is
+    not 1, none when all are (as XLA prints them)."""
+
+    ranges: tuple[tuple[int, int, int], ...]
+
+    def canonical_text(self) -> str:
+        strided = any(c != 1 for _, _, c in self.ranges)
+        parts = (f"[{a}:{b}:{c}]" if strided else f"[{a}:{b}]" for a, b, c in self.ranges)
+        return "{" + ", ".join(parts) + "}"
+
+
+def _braced(values: tuple[int, ...], open_: str = "[", close: str = "]") -> str:
+    return open_ + ",".join(map(str, values)) + close
+
+
+@dataclass(frozen=True, slots=True)
+class Iota:
+    """XLA's iota device list (``IotaTileAssignment``): the devices 0…n-1 laid out as `reshape`, transposed by
+    `transpose` (none: the identity), read as `dimensions` (``[2,2]<=[2,2]T(1,0)``)."""
+
+    dimensions: tuple[int, ...]
+    reshape: tuple[int, ...]
+    transpose: tuple[int, ...] = ()
+
+    def to_text(self) -> str:
+        perm = _braced(self.transpose, "T(", ")") if self.transpose else ""
+        return f"{_braced(self.dimensions)}<={_braced(self.reshape)}{perm}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaGroups(_Read):
+    """``replica_groups={{0,1},{2,3}}``, or the iota form ``replica_groups=[2,2]<=[4]`` (`iota` set, `groups`
+    empty); printed in the form it has, as XLA's ``CollectiveDeviceList`` prints it."""
+
+    groups: tuple[tuple[int, ...], ...] = ()
+    iota: Iota | None = None
+
+    def canonical_text(self) -> str:
+        if self.iota is not None:
+            return self.iota.to_text()
+        return "{" + ",".join(_braced(group, "{", "}") for group in self.groups) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Aliasing(_Read):
+    """``output_to_operand_aliasing={{0}: (1, {})}``: each output index, the operand it shares its buffer with
+    and the index within that operand."""
+
+    pairs: tuple[tuple[tuple[int, ...], int, tuple[int, ...]], ...]
+
+    def canonical_text(self) -> str:
+        parts = (f"{_braced(out, '{', '}')}: ({operand}, {_braced(at, '{', '}')})" for out, operand, at in self.pairs)
+        return "{" + ", ".join(parts) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Sharding(_Read):
+    """One (not tuple) sharding, XLA's classic form: a `keyword` (``replicated``, ``manual``, ``unknown``,
+    ``unreduced``, ``maximal`` with its `device`), or tiles (``devices=[2,2]`` with the explicit `devices` or an
+    `iota`), with ``last_tile_dim_replicate``, ``last_tile_dims={manual, …}``, ``shard_as N``/``shard_like N``
+    and metadata. Printed as ``HloSharding::ToString`` prints these fields; the normal forms XLA's constructors
+    make (a partial tile's groups sorted, a size-1 replicated dimension dropped) are not applied, so a value a
+    pass builds should be in that form already (XLA reads either into the same sharding)."""
+
+    keyword: str | None = None
+    device: int | None = None
+    #: The tile assignment's dimensions (an `iota`'s own `dimensions` when there is one) and explicit devices.
+    tiles: tuple[int, ...] = ()
+    devices: tuple[int, ...] = ()
+    iota: Iota | None = None
+    last_tile_dim_replicate: bool = False
+    last_tile_dims: tuple[str, ...] = ()
+    #: ``("shard_as", 1)`` or ``("shard_like", 2)``.
+    shard_group: tuple[str, int] | None = None
+    metadata: tuple[Metadata, ...] = ()
+
+    def canonical_text(self) -> str:
+        if self.keyword == "maximal":
+            parts = [f"maximal device={self.device}"]
+        elif self.keyword is not None:
+            parts = [self.keyword]
+        else:
+            assignment = self.iota.to_text() if self.iota else _braced(self.tiles) + ",".join(map(str, self.devices))
+            parts = ["devices=" + assignment]
+            if self.last_tile_dim_replicate:
+                parts.append("last_tile_dim_replicate")
+            if self.last_tile_dims:
+                parts.append("last_tile_dims={" + ", ".join(self.last_tile_dims) + "}")
+        if self.shard_group is not None:
+            parts.append(f"{self.shard_group[0]} {self.shard_group[1]}")
+        if len(self.metadata) == 1:
+            parts.append("metadata=" + self.metadata[0].canonical_text())
+        elif self.metadata:
+            parts.append("metadata={" + ", ".join(m.canonical_text() for m in self.metadata) + "}")
+        return "{" + " ".join(parts) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleSharding(_Read):
+    """``sharding={{replicated}, {maximal device=0}}``: one sharding per leaf of a tuple (``{}`` for none)."""
+
+    elements: tuple[Sharding, ...]
+
+    def canonical_text(self) -> str:
+        return "{" + ", ".join(e.canonical_text() for e in self.elements) + "}"
+
+
 #: A typed attribute value (what the printer prints with ``to_text``).
 Typed = (
     Int
+    | Bool
+    | Float
+    | PaddingConfig
+    | SliceRanges
+    | ReplicaGroups
+    | Aliasing
+    | Sharding
+    | TupleSharding
     | IntList
     | PrecisionList
     | Window

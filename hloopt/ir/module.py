@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
 
-from hloopt.ir.attribute_values import Typed
+from hloopt.ir.attribute_values import Typed, is_true
 from hloopt.ir.literal import Literal
 from hloopt.ir.opcodes import SIDE_EFFECT_OPCODES
 from hloopt.ir.shape import Shape
@@ -308,7 +308,7 @@ class Computation:
                 or instruction.users
                 or instruction is self.root
                 or instruction.opcode in SIDE_EFFECT_OPCODES
-                or instruction.attributes.get("custom_call_has_side_effect") == "true"
+                or is_true(instruction.attributes.get("custom_call_has_side_effect"))
                 or (
                     self.has_control_edges() and any(instruction in i.control_predecessors() for i in self.instructions)
                 )
@@ -413,8 +413,9 @@ class Module:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        #: Header attributes in source order, values verbatim (entry layout is modelled apart).
-        self.attributes: dict[str, str] = {}
+        #: Header attributes in source order: typed values where `attribute_kinds.MODULE_KINDS` models them, else
+        #: verbatim text (entry layout is modelled apart).
+        self.attributes: dict[str, str | Typed] = {}
         self.entry_layout: ProgramLayout | None = None
         #: The ``FileNames … StackFrames …`` block, verbatim.
         self.stack_frames: str | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from hloopt.ir.attribute_values import is_true
 from hloopt.ir.module import (
     AttributeValue,
     Computation,
@@ -83,13 +84,13 @@ def _entry_layout(module: Module) -> ProgramLayout | None:
 
 
 def _header(module: Module) -> str:
-    items = dict(module.attributes)
+    items: dict[str, AttributeValue] = dict(module.attributes)
     layout = _entry_layout(module)
     if layout is not None:
         items["entry_computation_layout"] = layout.to_text()
     rank = {name: i for i, name in enumerate(_HEADER_ORDER)}
     ordered = sorted(items.items(), key=lambda kv: rank.get(kv[0], len(rank)))
-    parts = [f"HloModule {module.name}"] + [f"{key}={value}" for key, value in ordered]
+    parts = [f"HloModule {module.name}"] + [f"{key}={_attribute_text(value)}" for key, value in ordered]
     text = ", ".join(parts)
     # XLA ends the recovery table's line with a newline of its own.
     return text + "\n" if "origin_recovery_table" in items else text
@@ -181,7 +182,7 @@ def _instruction_order(computation: Computation) -> list[Instruction]:
     """As read until edited; then XLA's post order, as XLA prints a module it rewrote, except in a
     scheduled module, whose list order is its schedule (new instructions sit before their first user)."""
     module = computation.parent
-    if not computation.edits or (module is not None and module.attributes.get("is_scheduled") == "true"):
+    if not computation.edits or (module is not None and is_true(module.attributes.get("is_scheduled"))):
         return computation.instructions
     return computation.print_order()
 

@@ -92,10 +92,10 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
     for key, value in module.attributes.items():
         check_value_syntax(key, value)
     for key in ("input_output_alias", "buffer_donor"):
-        if key in module.attributes:
-            _check_alias_list(module.attributes[key], key)
-    if "frontend_attributes" in module.attributes:
-        _check_frontend_attributes(module.attributes["frontend_attributes"], "frontend_attributes")
+        if isinstance(value := module.attributes.get(key), str):
+            _check_alias_list(value, key)
+    if isinstance(value := module.attributes.get("frontend_attributes"), str):
+        _check_frontend_attributes(value, "frontend_attributes")
     checked_shapes: set[int] = set()
     checked_maps: set[tuple[str, str]] = set()
     for computation in module.computations:

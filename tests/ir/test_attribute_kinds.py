@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, Kind, kind_of
+from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, MODULE_KINDS, Kind, kind_of
 from hloopt.ir.opcodes import BY_NAME, CALLEE_ATTRIBUTES, COMPUTATION_LIST_ATTRIBUTES, GENERIC_ATTRIBUTES
 
 
@@ -24,3 +24,12 @@ def test_per_opcode_kinds_name_an_opcode_that_takes_the_attribute() -> None:
     assert kind_of("gather", "slice_sizes") is Kind.INT_LIST
     assert kind_of("collective-permute", "slice_sizes") is Kind.INT_LIST_LIST
     assert kind_of("custom-call", "no_such_attribute") is Kind.OTHER
+
+
+def test_every_header_attribute_has_a_kind() -> None:
+    """The header's kinds name exactly the attributes XLA's module parser allows (the entry layout is modelled
+    apart, as a program layout)."""
+    from hloopt.text.validation import MODULE_ATTRIBUTES
+
+    assert set(MODULE_KINDS) == MODULE_ATTRIBUTES - {"entry_computation_layout"}
+    assert {MODULE_KINDS[name] for name in ("is_scheduled", "num_partitions")} == {Kind.BOOL, Kind.INT}

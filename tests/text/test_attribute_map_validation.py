@@ -57,7 +57,9 @@ def test_xla_accepted_map_parses(attribute: str) -> None:
 
 def test_module_frontend_attributes_parse() -> None:
     module = parse('HloModule m, frontend_attributes={a="1",b={"k": 2}}\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n')
-    assert module.attributes["frontend_attributes"] == '{a="1",b={"k": 2}}'
+    value = module.attributes["frontend_attributes"]
+    assert value == FrontendAttributes((("a", '"1"'), ("b", '{"k": 2}')))
+    assert value.to_text() == '{a="1",b={"k": 2}}'  # type: ignore[union-attr]
 
 
 def test_cli_reports_bad_metadata_located(tmp_path: Path) -> None:
