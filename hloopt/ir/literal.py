@@ -122,24 +122,25 @@ class Literal:
                 self._text = format_literal(self._value, self.shape)
         return self._text
 
+    @property
+    def is_large(self) -> bool:
+        """Whether the text is long enough to print in pieces: a view of the source, or a large value not yet printed."""
+        if self._source is not None:
+            return True
+        return self._text is None and isinstance(self.shape, ArrayShape) and self.shape.element_count >= _TABLE_FROM
+
     def text_pieces(self) -> Iterator[str]:
         """The text in pieces of about `_PIECE` characters, for a printer that streams: a view is sliced
         out of its source a piece at a time, and a large value formatted a piece at a time and not kept."""
-        if self._text is None and self._source is None:
-            assert self._value is not None
-            if isinstance(self.shape, ArrayShape) and self.shape.element_count >= _TABLE_FROM:
-                yield from _literal_pieces(self._value, self.shape)
-                return
-        if self._source is not None:
-            text, start, end = self._source, self._start, self._end
+        source = self._source
+        if source is not None:
+            for position in range(self._start, self._end, _PIECE):
+                yield source[position : min(position + _PIECE, self._end)]
+        elif self.is_large:
+            assert self._value is not None and isinstance(self.shape, ArrayShape)
+            yield from _literal_pieces(self._value, self.shape)
         else:
-            text = self.text
-            start, end = 0, len(text)
-        if (start, end) == (0, len(text)) and end <= _PIECE:
-            yield text
-            return
-        for position in range(start, end, _PIECE):
-            yield text[position : min(position + _PIECE, end)]
+            yield self.text  # held whole already (or short): the writer encodes it a piece at a time
 
     @property
     def value(self) -> LiteralValue:
