@@ -304,7 +304,9 @@ def _process(job: Job, options: FileOptions, file: FileResult, pool: IsolatedPoo
         )
         if streamed:
             assert target is not None
-            _write_streamed(module, loaded.text, Output(target, (), [], job.relative is not None, file.modules), options)
+            _write_streamed(
+                module, loaded.text, Output(target, (), [], job.relative is not None, file.modules), options
+            )
             return
     # Files end in one newline (`as_file`): a module is unchanged whichever way its file ends.
     source, text = loaded.text, as_file(file.text)

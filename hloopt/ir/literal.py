@@ -546,7 +546,9 @@ _SCAN_FROM = 4096
 _WRITTEN_NON_FINITE = re.compile(r"(?<![^\s,{}])-?(?:inf|nan)(?![^\s,{}])")
 
 
-def _check_values(body: str, shape: ArrayShape, scan: NumberScan | None, start: int = 0, end: int | None = None) -> None:
+def _check_values(
+    body: str, shape: ArrayShape, scan: NumberScan | None, start: int = 0, end: int | None = None
+) -> None:
     """Raise LiteralError for a value in `body[start:end]` XLA refuses: not a number, or out of its type's range."""
     element_type = shape.element_type
     for piece in pieces(body, start, end):  # the scan's bounds hold for every piece

@@ -754,6 +754,9 @@ class _Parse:
         """
         one, text = _splitters().computation.match, self.text
         position, end = self.position(token), self.position(token) + len(token)
+        # Lark keeps the matched text twice, as the token and as its `value`: read from the token, and drop the
+        # other (nothing reads it past this call), so that a run holding a gigabyte of constants is held once.
+        token.value = ""
         closed: list[Computation] = []
         while True:
             match = one(text, position)
