@@ -17,7 +17,19 @@ parse+print and `--passes all` peak at most 3× the input's size for a 1e8-eleme
 literal (`--elements 100000000`: files of about 1.25 GB for f32, 0.75 GB for bf16; the issue measured 25×
 and 260 s). Measured at 4e6 elements, before → after reading literals in pieces: f32 parse+print 15.4× → 6.9×,
 `--passes all` 15.4× → 6.1×; bf16 parse+print 20.9× → 8.6×, `--passes all` 20.9× → 11.2× (13.5 → 3.4 s
-CPU). What is left is copies of the text in the parser, the printer and the file I/O, not of the values.
+CPU). What was left was copies of the text in the parser, the printer and the file I/O, not of the values.
+
+Then, with a long literal a view of the module's text and `-o FILE` streamed (docs/decisions.md), at 2e7
+elements, before → after in the same conditions (× the input, above the floor in brackets; CPU seconds on a
+loaded machine): f32 (250 MB) parse+print 6.18× (6.02×) → 3.13× (2.97×), 10.0 → 9.0 s; `--passes all`
+5.23× (5.06×) → 3.13× (2.96×), 10.8 → 8.7 s; bf16 (151 MB) parse+print 6.31× (6.03×) → 3.59× (3.32×),
+6.6 → 7.0 s; `--passes all` 7.17× (6.89×) → 3.59× (3.32×), 10.0 → 12.3 s.
+At 1e8 elements (one run, after; the issue's 7.4 GB, 25×, 260 s before): f32 (1,251 MB) parse+print 3,611 MB,
+3.03× (2.99× above the floor), 37.7 s CPU; `--passes all` 3.03× (2.99×), 46.0 s; bf16 (753 MB) parse+print
+2,425 MB, 3.38× (3.32×), 32.0 s; `--passes all` 3.38× (3.32×), 52.7 s. bf16 holds about 0.3× more than the three copies of its text; not yet
+found where (bytes per element, so something sized by the element count).
+What is left is Lark's lexer: for an instant it holds the source, its match and the token made from it, three
+copies of the computation; every later step holds the text once plus the values a pass decodes.
 """
 
 from __future__ import annotations

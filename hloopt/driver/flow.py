@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +30,7 @@ from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
     from hloopt.arrays.comparing import CompareReport
+    from hloopt.ir.module import Module
     from hloopt.passes.pipeline import ChangedCheck, PassReport
     from hloopt.xla.bridge import IsolatedPool
 
@@ -169,7 +170,8 @@ class Output:
     """One file's output, ready to write: where, what, what its format does not keep, and the modules it holds."""
 
     target: str
-    data: str | bytes
+    #: The text, or the bytes of another format; or the text in pieces, written as they are printed.
+    data: str | bytes | Iterable[str]
     losses: list[str]
     #: A batch mirrors the input tree, so the directories on the way are made; a lone file's must exist.
     mirrored: bool
@@ -290,7 +292,22 @@ def _process(job: Job, options: FileOptions, file: FileResult, pool: IsolatedPoo
         if any(module.status == "failed" for module in file.modules):
             return
     else:
-        _process_module(loaded.text, loaded.text, job.name, options, file.modules[0], dump, loaded.format)
+        # The common case, HLO text into a file, streams: the printed module is written as it is printed,
+        # never held whole (a module of a gigabyte of constants: issue 28).
+        streamed = (
+            target is not None
+            and not (options.show_diff or options.verify_numerics or options.in_place)
+            and _output_format(job, options, loaded.format, target) is Format.HLO
+        )
+        module = _process_module(
+            loaded.text, loaded.text, job.name, options, file.modules[0], dump, loaded.format, keep_text=not streamed
+        )
+        if streamed:
+            assert target is not None
+            _write_streamed(
+                module, loaded.text, Output(target, (), [], job.relative is not None, file.modules), options
+            )
+            return
     # Files end in one newline (`as_file`): a module is unchanged whichever way its file ends.
     source, text = loaded.text, as_file(file.text)
     if options.show_diff and text != as_file(source):
@@ -315,8 +332,10 @@ def _process_module(
     result: ModuleResult,
     dump: str | None,
     read: Format,
-) -> None:
-    """Parse `located` (`source` at its place in its file, read as `read`), run the passes, print: into `result`."""
+    keep_text: bool = True,
+) -> Module:
+    """Parse `located` (`source` at its place in its file, read as `read`), run the passes, print: into `result`
+    (without `keep_text`, the module is left for `_write_streamed` to print, and to judge unchanged without passes)."""
     # Imported here: the parser (lark) and the passes load only when a module is processed, and tests can patch them.
     from hloopt.analysis.verifier import check_executable
     from hloopt.passes.pipeline import run_pipeline
@@ -348,10 +367,69 @@ def _process_module(
                 pointed = HloError(f"{name}: {err}")
             raise pointed from err
         result.passes = list(report.passes)
+    if not keep_text:
+        result.status = "changed" if any(p.changed for p in result.passes) else "unchanged"
+        return module
     text = module.to_text()
     changed = any(p.changed for p in result.passes) if options.passes is not None else as_file(text) != as_file(source)
     result.status = "changed" if changed else "unchanged"
     result.texts = (located, text)
+    return module
+
+
+def _write_streamed(module: Module, source: str, output: Output, options: FileOptions) -> None:
+    """Write `module` into `output`'s target as it is printed (`print_module_pieces`, as a file: `as_file`).
+
+    Without passes, whether it changed is whether that text is the source's, found as it is written.
+    """
+    from hloopt.text.printer import print_module_pieces
+
+    pieces = _as_file_pieces(print_module_pieces(module))
+    compared = _Compared(pieces, source) if options.passes is None else None
+    output.data = pieces if compared is None else compared
+    output.write()
+    if compared is not None:
+        output.modules[0].status = "unchanged" if compared.same else "changed"
+
+
+def _as_file_pieces(pieces: Iterable[str]) -> Iterator[str]:
+    """`as_file` of the text `pieces` make: every piece, the newlines that end the last held back for one."""
+    pending = ""
+    for piece in pieces:
+        stripped = piece.rstrip("\n")
+        if not stripped:
+            pending += piece
+            continue
+        if pending:
+            yield pending
+        yield stripped
+        pending = piece[len(stripped) :]
+    yield "\n"
+
+
+class _Compared:
+    """The pieces of a text as they pass, compared with `as_file(source)` without copying `source`:
+    `same` once they are all through."""
+
+    def __init__(self, pieces: Iterable[str], source: str) -> None:
+        self._pieces, self._source = pieces, source
+        end = len(source)
+        while end and source[end - 1] == "\n":  # `rstrip`, without a copy
+            end -= 1
+        self._end = end
+        self.same = False
+
+    def __iter__(self) -> Iterator[str]:
+        source, end, position, same = self._source, self._end, 0, True
+        for piece in self._pieces:
+            if same:
+                if position + len(piece) <= end:
+                    same = source.startswith(piece, position)
+                else:
+                    same = source[position:end] + "\n" == piece
+            position += len(piece)
+            yield piece
+        self.same = same and position == end + 1
 
 
 def _output_format(job: Job, options: FileOptions, read: Format, target: str) -> Format:

@@ -52,9 +52,14 @@ _NO_DATA = frozenset({"token", "opaque"})
 
 
 class Literal:
-    """The value of a `constant`: source text plus, once decoded, a numpy array."""
+    """The value of a `constant`: source text plus, once decoded, a numpy array.
 
-    __slots__ = ("_elided", "_plain", "_text", "_value", "shape")
+    A long array literal read from a file is `_source[_start:_end]` of the module's text rather than a
+    copy of it (`in_source`): checked, decoded and printed a piece at a time, so the text of a constant
+    of a gigabyte is held once, in the source, until something asks for `text` itself.
+    """
+
+    __slots__ = ("_elided", "_end", "_plain", "_source", "_start", "_text", "_value", "shape")
 
     def __init__(self, shape: Shape, text: str | None = None, value: LiteralValue | None = None) -> None:
         if text is None and value is None:
@@ -64,16 +69,38 @@ class Literal:
         self._value = value
         self._plain: str | None = None
         self._elided: bool | None = None
+        self._source: str | None = None
+        self._start = self._end = 0
 
     @classmethod
     def from_value(cls, shape: Shape, value: LiteralValue) -> Literal:
         return cls(shape, value=value)
 
+    @classmethod
+    def in_source(cls, shape: Shape, source: str, start: int, end: int) -> Literal:
+        """The literal written at `source[start:end]`: a long array literal keeps a view of `source` (no copy)."""
+        if end - start <= _PIECE or not isinstance(shape, ArrayShape):
+            return cls(shape, text=source[start:end])
+        literal = cls(shape, value=None, text="")
+        literal._text, literal._source, literal._start, literal._end = None, source, start, end
+        return literal
+
+    def _view(self) -> tuple[str, int, int] | None:
+        """(source, start, end) of a literal that is a view of its module's text without comments, else None."""
+        source = self._source
+        if source is None or source.find("/*", self._start, self._end) >= 0:
+            return None
+        return source, self._start, self._end
+
     @property
     def is_elided(self) -> bool:
         """True for ``{...}``: XLA's placeholder for a large constant whose data was not printed."""
         if self._elided is None:
-            self._elided = self._text is not None and "..." in self._text
+            source = self._source
+            if source is not None:
+                self._elided = source.find("...", self._start, self._end) >= 0
+            else:
+                self._elided = self._text is not None and "..." in self._text
         return self._elided
 
     @property
@@ -85,16 +112,45 @@ class Literal:
 
     @property
     def text(self) -> str:
+        """The whole text (a view's is copied out of the source once asked for; printing uses `text_pieces`)."""
         if self._text is None:
-            assert self._value is not None
-            self._text = format_literal(self._value, self.shape)
+            if self._source is not None:
+                self._text = self._source[self._start : self._end]
+                self._source = None
+            else:
+                assert self._value is not None
+                self._text = format_literal(self._value, self.shape)
         return self._text
+
+    @property
+    def is_large(self) -> bool:
+        """Whether the text is long enough to print in pieces: a view of the source, or a large value not yet printed."""
+        if self._source is not None:
+            return True
+        return self._text is None and isinstance(self.shape, ArrayShape) and self.shape.element_count >= _TABLE_FROM
+
+    def text_pieces(self) -> Iterator[str]:
+        """The text in pieces of about `_PIECE` characters, for a printer that streams: a view is sliced
+        out of its source a piece at a time, and a large value formatted a piece at a time and not kept."""
+        source = self._source
+        if source is not None:
+            for position in range(self._start, self._end, _PIECE):
+                yield source[position : min(position + _PIECE, self._end)]
+        elif self.is_large:
+            assert self._value is not None and isinstance(self.shape, ArrayShape)
+            yield from _literal_pieces(self._value, self.shape)
+        else:
+            yield self.text  # held whole already (or short): the writer encodes it a piece at a time
 
     @property
     def value(self) -> LiteralValue:
         if self._value is None:
-            assert self._text is not None
-            self._value = decode_literal(self._text, self.shape)
+            view = self._view()
+            if view is not None:
+                assert isinstance(self.shape, ArrayShape)  # `in_source` keeps views of arrays only
+                self._value = _decode_array(view[0], self.shape, view[1], view[2])
+            else:
+                self._value = decode_literal(self.text, self.shape)
         return self._value
 
     def converted(self, shape: ArrayShape, convert: Callable[[np.ndarray], np.ndarray]) -> Literal:
@@ -109,7 +165,8 @@ class Literal:
         if self.is_elided:
             return Literal(shape, text=self.text)
         own = _array_shape(self.shape)
-        if self._value is None and own.element_count > len(self.plain_text):  # fewer values written than held
+        written_length = self._end - self._start if self._source is not None else len(self.plain_text)
+        if self._value is None and own.element_count > written_length:  # fewer values written than held
             written = _decode_array(self.plain_text, ArrayShape(own.element_type, (1,)))
             pair = convert(np.concatenate([written, np.zeros(1, written.dtype)]))
             if pair[1] == 0:
@@ -124,14 +181,24 @@ class Literal:
         The parser calls this as it builds each constant; `check_nesting` runs later, with the
         other semantic checks, so a module with several faults reports the one XLA reports.
         """
-        if self._text is not None and not self.is_elided:
+        if self.is_elided or (self._text is None and self._source is None):
+            return
+        view = self._view()
+        if view is not None:
+            assert isinstance(self.shape, ArrayShape)  # `in_source` keeps views of arrays only
+            if self.shape.element_type != "token":
+                _check_array(view[0], self.shape, view[1], view[2])
+        else:
             _check_counts(self.plain_text, self.shape)
 
     def check_nesting(self) -> None:
         """Raise LiteralError if the braces do not nest as the shape's dimensions (after `check`)."""
-        if self._text is None or self.is_elided:
+        if (self._text is None and self._source is None) or self.is_elided:
             return
         shape = self.shape
+        view = self._view()
+        if view is not None and isinstance(shape, ArrayShape) and shape.rank == 1 and _one_row(*view):
+            return  # a long rank-1 literal, its count checked by `check`: no copy of its text to look at
         if isinstance(shape, ArrayShape):  # most constants: no tuple to walk
             if shape.element_type not in _NO_DATA:
                 _check_nesting(self.plain_text, shape)
@@ -143,6 +210,23 @@ class Literal:
 
 # ---------------------------------------------------------------------------
 # decoding
+
+
+def _one_row(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` (stripped) is one row ``{…}`` with no other brace: `_check_nesting`'s rank-1
+    case, told without copying the text."""
+    first = start
+    while first < end and text[first].isspace():
+        first += 1
+    last = end
+    while last > first and text[last - 1].isspace():
+        last -= 1
+    return (
+        text.startswith("{", first, last)
+        and text.endswith("}", first, last)
+        and text.count("{", first, last) == 1
+        and text.count("}", first, last) == 1
+    )
 
 
 def strip_comments(text: str) -> str:
@@ -290,15 +374,15 @@ _LONG_DIGITS = 19
 _LONG_INTEGER = re.compile(rf"(?<![\w.+-])-?\d{{{_LONG_DIGITS},}}(?![\w.])")
 
 
-def _check_long_integers(body: str, kind: Kind) -> None:
+def _check_long_integers(body: str, kind: Kind, start: int = 0, end: int | None = None) -> None:
     """XLA's lexer reads a number written as an integer as a 64-bit one (unsigned when positive), even in a
     floating-point literal, and has no token for one past that: ``f32[] constant(18446744073709551616)`` is
     refused where ``…616.0`` is read."""
-    for match in _LONG_INTEGER.finditer(body):
+    for match in _LONG_INTEGER.finditer(body, start, len(body) if end is None else end):
         number = match.group()  # its length first: int() refuses thousands of digits
         if len(number.lstrip("-").lstrip("0")) > 20 or not _INT64_MIN <= int(number) < 1 << 64:
             said = "expects decimal or integer" if kind is Kind.COMPLEX else "unexpected token type in a literal"
-            raise LiteralError(said, match.start())
+            raise LiteralError(said, match.start() - start)
 
 
 def _check_one_scalar(body: str) -> None:
@@ -308,46 +392,56 @@ def _check_one_scalar(body: str) -> None:
         raise LiteralError("expects ')' after constant literal", len(body) - len(body[first.end() :].lstrip()))
 
 
-def _check_array(body: str, shape: ArrayShape) -> None:
-    if not shape.dims and _plain_scalar_fits(body, shape.element_type):
+def _check_array(text: str, shape: ArrayShape, start: int = 0, end: int | None = None) -> None:
+    """The literal `text[start:end]` (all of `text` by default) against `shape`. A view of a long literal
+    in its module's text is read in pieces; only the careful paths (odd spellings) copy it out whole."""
+    end = len(text) if end is None else end
+    whole = (start, end) == (0, len(text))
+
+    def body() -> str:
+        return text if whole else text[start:end]
+
+    if not shape.dims and _plain_scalar_fits(body(), shape.element_type):
         return
-    scan = _scan(body) if len(body) >= _SCAN_FROM and "(" not in body else None
+    scan = _scan(text, start, end) if end - start >= _SCAN_FROM and text.find("(", start, end) < 0 else None
     kind = BY_NAME[shape.element_type].kind
     if scan is None:
-        _check_tokens(body, kind)
+        _check_tokens(body(), kind)
     if kind in (Kind.FLOAT, Kind.COMPLEX) and (scan is None or scan.integer_digits >= _LONG_DIGITS):
-        _check_long_integers(body, kind)
-    if not shape.dims and not body.startswith("{"):
-        _check_one_scalar(body)
+        _check_long_integers(text, kind, start, end)
+    braces = text.find("{", start, end) >= 0
+    if not shape.dims and not text.startswith("{", start, end):
+        _check_one_scalar(body())
     if shape.element_type in COMPLEX_TYPES:
-        found = len(_COMPLEX_ELEMENT.findall(body))
+        found = len(_COMPLEX_ELEMENT.findall(text, start, end))
     elif scan is not None:
         found = scan.count
     else:
-        found = sum(_count(piece) for piece in pieces(body))
+        found = sum(_count(piece) for piece in pieces(text, start, end))
     expected = shape.element_count
-    if shape.rank and "{" not in body and not body.lstrip().startswith("(") and (found != 1 or not expected):
+    if shape.rank and not braces and not body().lstrip().startswith("(") and (found != 1 or not expected):
         # XLA takes one bare scalar for an array constant (it pads with zeros), never a bare list.
         raise LiteralError(f"expects nested array in rank {shape.rank}, but sees 0: write an array constant in braces")
-    if found != expected and not (found == 1 and "{" not in body):
+    if found != expected and not (found == 1 and not braces):
         raise LiteralError(f"literal has {found} elements but shape {shape.to_text()} has {expected}")
-    _check_values(body, shape, scan)
+    _check_values(text, shape, scan, start, end)
 
 
-def pieces(body: str) -> Iterator[str]:
+def pieces(body: str, start: int = 0, end: int | None = None) -> Iterator[str]:
     """`body` in pieces of about `_PIECE` characters, each cut just after a separator (space, comma or
     brace), so that no element is cut; one piece when `body` holds a parenthesis (complex numbers and
     NaN payloads are read whole). A long literal is scanned, checked and decoded piece by piece, so the
-    arrays and lists made from its text stay a small fraction of the text itself."""
-    if len(body) <= _PIECE or "(" in body:
-        yield body
+    arrays and lists made from its text stay a small fraction of the text itself. `start` and `end`
+    bound a literal inside a longer text (its module's), which is never copied whole."""
+    end = len(body) if end is None else end
+    if end - start <= _PIECE or body.find("(", start, end) >= 0:
+        yield body if (start, end) == (0, len(body)) else body[start:end]
         return
-    start = 0
-    while len(body) - start > _PIECE:
-        end = start + _PIECE
-        last = _LAST_SEPARATOR.search(body, max(start, end - _SEPARATOR_WINDOW), end)
+    while end - start > _PIECE:
+        stop = start + _PIECE
+        last = _LAST_SEPARATOR.search(body, max(start, stop - _SEPARATOR_WINDOW), stop)
         if last is None:  # no separator near: cut at the next one (or nowhere)
-            following = _SEPARATOR.search(body, end)
+            following = _SEPARATOR.search(body, stop, end)
             if following is None:
                 break
             cut = following.end()
@@ -355,7 +449,7 @@ def pieces(body: str) -> Iterator[str]:
             cut = last.start() + 1
         yield body[start:cut]
         start = cut
-    yield body[start:]
+    yield body[start:end]
 
 
 #: How many characters a piece of a long literal holds (about; see `pieces`).
@@ -366,12 +460,13 @@ _SEPARATOR = re.compile(r"[ \t\n\r,{}]")
 _LAST_SEPARATOR = re.compile(r"[ \t\n\r,{}](?=[^ \t\n\r,{}]*\Z)")
 
 
-def _scan(body: str) -> NumberScan | None:
-    """`scan_numbers` over the pieces of `body`, their findings merged (None if any piece is not plain numbers)."""
+def _scan(body: str, start: int = 0, end: int | None = None) -> NumberScan | None:
+    """`scan_numbers` over the pieces of `body[start:end]`, their findings merged (None if any piece is not
+    plain numbers)."""
     from hloopt.ir.numbers import NumberScan, scan_numbers
 
     scans: list[NumberScan] = []
-    for piece in pieces(body):
+    for piece in pieces(body, start, end):
         scan = scan_numbers(piece)
         if scan is None:
             return None
@@ -451,10 +546,12 @@ _SCAN_FROM = 4096
 _WRITTEN_NON_FINITE = re.compile(r"(?<![^\s,{}])-?(?:inf|nan)(?![^\s,{}])")
 
 
-def _check_values(body: str, shape: ArrayShape, scan: NumberScan | None) -> None:
-    """Raise LiteralError for a value XLA refuses: not a number, or out of its type's range."""
+def _check_values(
+    body: str, shape: ArrayShape, scan: NumberScan | None, start: int = 0, end: int | None = None
+) -> None:
+    """Raise LiteralError for a value in `body[start:end]` XLA refuses: not a number, or out of its type's range."""
     element_type = shape.element_type
-    for piece in pieces(body):  # the scan's bounds hold for every piece
+    for piece in pieces(body, start, end):  # the scan's bounds hold for every piece
         if element_type in INT_TYPES:
             _check_integers(piece, element_type, scan)
         elif element_type in FLOAT_TYPES or element_type in COMPLEX_TYPES:
@@ -649,23 +746,27 @@ def _decode_piece(body: str, element_type: str) -> np.ndarray:
     return np.array(tokens, dtype=np.int64).astype(numpy_dtype(element_type))
 
 
-def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
+def _decode_array(text: str, shape: ArrayShape, start: int = 0, end: int | None = None) -> np.ndarray:
+    """The array written at `text[start:end]` (all of `text`, comments and all, by default; a span, a view of
+    a long literal in its module's text, has no comments and is read a piece at a time)."""
     import numpy as np
 
-    body = strip_comments(text)
+    if end is None:
+        text = strip_comments(text)
+        end = len(text)
     element_type = shape.element_type
     dtype = numpy_dtype(element_type)
-    if "..." in body:
+    if text.find("...", start, end) >= 0:
         # XLA fills elided constants with data of its own choosing; zeros are ours.
         return np.zeros(shape.dims, dtype=dtype)
     if element_type in COMPLEX_TYPES:
-        pairs = _COMPLEX_ELEMENT.findall(body)
+        pairs = _COMPLEX_ELEMENT.findall(text, start, end)
         flat = np.array([float(r) + 1j * float(i) for r, i in pairs], dtype=dtype)
-    elif len(body) > _PIECE and "(" not in body:
+    elif end - start > _PIECE and text.find("(", start, end) < 0:
         # Piece by piece into the array itself: no list of a string per element, no float64 copy of it all.
         flat = np.empty(shape.element_count, dtype)
         filled = 0
-        for piece in pieces(body):
+        for piece in pieces(text, start, end):
             values = _decode_piece(piece, element_type)
             if filled + values.size > flat.size:
                 raise LiteralError(f"literal has more elements than its shape's {flat.size}")
@@ -673,7 +774,7 @@ def _decode_array(text: str, shape: ArrayShape) -> np.ndarray:
             filled += values.size
         flat = flat[:filled]
     else:
-        flat = _decode_piece(body, element_type)
+        flat = _decode_piece(text[start:end] if (start, end) != (0, len(text)) else text, element_type)
     if flat.size == 1 and shape.element_count != 1:
         padded = np.zeros(shape.element_count, dtype=dtype)
         padded[:1] = flat
@@ -809,17 +910,34 @@ def _element_texts(flat: np.ndarray, element_type: str, known: dict[int, str]) -
     return np.array(texts, dtype=object)[inverse].tolist()
 
 
+def _row_pieces(array: np.ndarray, element_type: str) -> Iterator[str]:
+    """A rank-1 array's text a piece of `_FORMAT_PIECE` elements at a time (a list of every element's
+    text would be eight bytes an element more, and a streaming printer writes each piece as it comes)."""
+    known: dict[int, str] = {}
+    yield "{"
+    for start in range(0, array.size, _FORMAT_PIECE):
+        piece = ", ".join(_element_texts(array[start : start + _FORMAT_PIECE], element_type, known))
+        yield ", " + piece if start else piece
+    yield "}"
+
+
+def _literal_pieces(value: LiteralValue, shape: ArrayShape) -> Iterator[str]:
+    """An array literal's text in pieces: a rank-1 array's formatted a piece at a time, any other whole."""
+    import numpy as np
+
+    array = np.asarray(value, dtype=numpy_dtype(shape.element_type))
+    if array.ndim == 1:
+        yield from _row_pieces(array, shape.element_type)
+    else:
+        yield _format_array(array, shape.element_type)
+
+
 def _format_array(array: np.ndarray, element_type: str) -> str:
     if array.ndim == 0:
         return _format_element(array[()], element_type, scalar=True)
-    known: dict[int, str] = {}
     if array.ndim == 1:
-        # A piece at a time: a list of every element's text would be eight bytes an element more.
-        joined = [
-            ", ".join(_element_texts(array[start : start + _FORMAT_PIECE], element_type, known))
-            for start in range(0, array.size, _FORMAT_PIECE)
-        ]
-        return "{" + ", ".join(joined) + "}"
+        return "".join(_row_pieces(array, element_type))
+    known: dict[int, str] = {}
     flat = _element_texts(array.reshape(-1), element_type, known)
     dims = array.shape
     rank = len(dims)

@@ -10,6 +10,7 @@ import secrets
 import stat
 import sys
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from hloopt.errors import HloError, parse_error_at
@@ -194,15 +195,36 @@ def _create_temporary(target: Path, mode: int) -> tuple[int, str]:
             return fd, temp
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
+#: How many characters of a text are encoded and written at a time: a text of a gigabyte is never
+#: held twice (as `str` and as its UTF-8 bytes).
+_ENCODE_PIECE = 1 << 20
+
+
+def encoded(data: str | bytes | Iterable[str]) -> Iterator[bytes]:
+    """`data` as UTF-8 bytes, a piece of at most `_ENCODE_PIECE` characters at a time."""
+    if isinstance(data, bytes):
+        yield data
+        return
+    for text in [data] if isinstance(data, str) else data:
+        if len(text) <= _ENCODE_PIECE:
+            yield text.encode("utf-8")
+            continue
+        for start in range(0, len(text), _ENCODE_PIECE):
+            yield text[start : start + _ENCODE_PIECE].encode("utf-8")
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes | Iterable[str]) -> None:
     """Write `data` to `path` so that readers see the old file or the whole new one, never a part.
 
-    What is not a regular file (``/dev/null``, a FIFO, a terminal) is written through, as a
-    shell's ``>`` would, never replaced; a symlink stays, and the file at the end of its chain
-    is replaced (or created) atomically.
+    `data` may come in pieces (a printer's, `print_module_pieces`): each is encoded and written as it
+    comes, into the temporary file that is renamed once the last is in, so a failure while they are
+    made (an exception from the iterator) leaves the old file. What is not a regular file
+    (``/dev/null``, a FIFO, a terminal) is written through, as a shell's ``>`` would, never replaced;
+    there, as through a descriptor, pieces are written as they come. A symlink stays, and the file at
+    the end of its chain is replaced (or created) atomically.
     """
     target = Path(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    payload = encoded(data)
     descriptor = _own_descriptor(target)
     if descriptor is not None:
         _write_all(descriptor, target, payload)
@@ -223,7 +245,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         raise write_error(target, err) from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            for piece in payload:
+                handle.write(piece)
             if isinstance(existing, int):
                 # Replacing a file: on disk before the rename, so a crash leaves the old one or the new one.
                 # A new file lost in a crash costs the user nothing, and thousands of fsyncs cost a batch much.
@@ -264,17 +287,18 @@ def _own_descriptor(target: Path) -> int | None:
     return None
 
 
-def _write_all(fd: int, target: Path, payload: bytes) -> None:
+def _write_all(fd: int, target: Path, payload: Iterable[bytes]) -> None:
     """Every byte of `payload` to the open descriptor `fd` (which `target` names); a short write is continued."""
-    view = memoryview(payload)
     try:
-        while view:
-            view = view[os.write(fd, view) :]
+        for piece in payload:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
     except OSError as err:
         raise write_error(target, err) from None
 
 
-def _write_through(target: Path, payload: bytes) -> None:
+def _write_through(target: Path, payload: Iterable[bytes]) -> None:
     """`payload` into a device, FIFO or terminal, opened as it is: no O_CREAT, no O_TRUNC, no chmod, no rename.
 
     Opening a FIFO waits for its reader, as ``cat > fifo`` does; a short write (a pipe) is continued.
@@ -285,7 +309,8 @@ def _write_through(target: Path, payload: bytes) -> None:
         raise write_error(target, err) from None
     try:
         with os.fdopen(fd, "wb") as handle:  # buffered writes loop until every byte is taken
-            handle.write(payload)
+            for piece in payload:
+                handle.write(piece)
     except OSError as err:
         raise write_error(target, err) from None
 

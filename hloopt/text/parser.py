@@ -161,10 +161,15 @@ class _StackFrames:
 
 @dataclass(frozen=True, slots=True)
 class _LiteralText:
-    """A constant's literal text and where it starts (kept apart from operands: it is no name)."""
+    """A constant's literal, `text[start:end]`, and where it starts (kept apart from operands: it is no name).
+
+    `text` may be the whole module's: a long literal stays a view of it (`Literal.in_source`), not a copy.
+    """
 
     text: str
     offset: int
+    start: int = 0
+    end: int | None = None
 
 
 class _Builder(Transformer[Token, Module]):
@@ -514,11 +519,17 @@ class _Parse:
         """The instruction of a head already read, with its arguments (text[args_start:args_end], from just
         after its `(` to just after its `)`) and attributes; and where it ends."""
         args_pos = base + args_start
-        body = text[args_start : args_end - 1]
         if opcode == "constant":
-            literal = _LiteralText(body.strip(), args_pos + len(body) - len(body.lstrip()))
+            start, end = args_start, args_end - 1
+            while start < end and text[start].isspace():  # `strip()` without a copy of a long literal
+                start += 1
+            while end > start and text[end - 1].isspace():
+                end -= 1
+            # A span of the whole text (`text` is at `base` in it): a long literal is not copied out of it.
+            literal = _LiteralText(self.text, base + start, base + start, base + end)
             instruction = self._build(name, shape, opcode, opcode_pos, [], args_pos, literal)
         else:
+            body = text[args_start : args_end - 1]
             instruction = self._build(
                 name, shape, opcode, opcode_pos, self._arguments(opcode, body, args_pos), args_pos
             )
@@ -637,7 +648,8 @@ class _Parse:
         if literal_text is not None:
             if shape is None:
                 raise self.error(opcode_pos, "constant needs a shape")
-            literal = Literal(shape, text=literal_text.text)
+            text, start, end = literal_text.text, literal_text.start, literal_text.end
+            literal = Literal(shape, text=text) if end is None else Literal.in_source(shape, text, start, end)
             try:
                 literal.check()
             except LiteralError as err:
@@ -756,11 +768,16 @@ class _Parse:
         """
         one, text = _splitters().computation.match, self.text
         position, end = self.position(token), self.position(token) + len(token)
+        # Lark keeps the matched text twice, as the token and as its `value`: read from the token, and drop the
+        # other (nothing reads it past this call), so that a run holding a gigabyte of constants is held once.
+        token.value = ""
         closed: list[Computation] = []
         while True:
             match = one(text, position)
             assert match is not None  # the token is a run of such matches
-            parts = self._whole_computation(text[position : match.end()], position, is_entry)
+            # A run of one computation is the token itself: no copy of a body that may be gigabytes.
+            whole = token if position == self.position(token) and match.end() == end else text[position : match.end()]
+            parts = self._whole_computation(whole, position, is_entry)
             if match.end() == end:
                 return closed, parts
             computation, name_at, declared, instructions = parts

@@ -12,6 +12,7 @@ XLA's post order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -143,20 +144,29 @@ def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> s
 
 def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
     """One instruction line, without indentation."""
-    shape = instruction.shape
-    head = "ROOT %" if is_root else "%"
-    if shape is not None:
-        line = f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {instruction.opcode}("
-    else:
-        line = f"{head}{instruction.name} = {instruction.opcode}("
+    line = _head(instruction, is_root, shape_texts)
     if instruction.literal is not None:
         line += instruction.literal.text
     elif instruction.parameter_number is not None:
         line += str(instruction.parameter_number)
     else:
         line += _operand_list(instruction.operands)
+    return line + _tail(instruction)
+
+
+def _head(instruction: Instruction, is_root: bool, shape_texts: _ShapeTexts | None) -> str:
+    """An instruction line up to its `(`."""
+    shape = instruction.shape
+    head = "ROOT %" if is_root else "%"
+    if shape is not None:
+        return f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {instruction.opcode}("
+    return f"{head}{instruction.name} = {instruction.opcode}("
+
+
+def _tail(instruction: Instruction) -> str:
+    """An instruction line from the `)` of its operands (or literal) on."""
     if not instruction.attributes:
-        return line + ")"
+        return ")"
     written = instruction.attributes
     items = (
         written.items()
@@ -164,7 +174,7 @@ def print_instruction(instruction: Instruction, is_root: bool = False, shape_tex
         else [(key, written[key]) for key in xla_attribute_order(instruction.opcode, written)]
     )
     attributes = [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
-    return line + ")" + "".join(attributes)
+    return ")" + "".join(attributes)
 
 
 def _signature(computation: Computation, texts: _ShapeTexts) -> str:
@@ -188,22 +198,47 @@ def _instruction_order(computation: Computation) -> list[Instruction]:
 
 
 def print_computation(computation: Computation, shape_texts: _ShapeTexts | None = None) -> str:
-    texts = shape_texts or _ShapeTexts()
+    return "".join(_computation_pieces(computation, shape_texts or _ShapeTexts(), stream=False))
+
+
+def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bool) -> Iterator[str]:
+    """A computation's text: its lines joined, in one piece unless `stream`, when a large literal's line
+    is cut around its literal, which comes in the literal's own pieces (`Literal.text_pieces`)."""
     lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation, texts)} {{"]
     root = computation.root
-    lines.extend("  " + print_instruction(i, i is root, texts) for i in _instruction_order(computation))
+    for instruction in _instruction_order(computation):
+        literal = instruction.literal
+        if stream and literal is not None and literal.is_large:
+            lines.append("  " + _head(instruction, instruction is root, texts))
+            yield "\n".join(lines)
+            yield from literal.text_pieces()
+            lines = [_tail(instruction)]  # the rest of the literal's line, joined to the lines after it
+        else:
+            lines.append("  " + print_instruction(instruction, instruction is root, texts))
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"
     lines.append(closing)
-    return "\n".join(lines)
+    yield "\n".join(lines)
 
 
 def print_module(module: Module) -> str:
     """The whole module as text, ending in a newline."""
-    chunks = [_header(module)]
+    return "".join(_module_pieces(module, stream=False))
+
+
+def print_module_pieces(module: Module) -> Iterator[str]:
+    """`print_module`'s text in pieces, for a writer that streams them: a large literal's text is never
+    made whole (a view of the source is sliced, a large value formatted a piece at a time), nor the module's."""
+    return _module_pieces(module, stream=True)
+
+
+def _module_pieces(module: Module, stream: bool) -> Iterator[str]:
+    yield _header(module)
     if module.stack_frames:
-        chunks.append(module.stack_frames + "\n")
+        yield "\n\n" + module.stack_frames + "\n"
     shape_texts = _ShapeTexts()
-    chunks.extend(print_computation(c, shape_texts) for c in module.computations)
-    return "\n\n".join(chunks) + "\n\n"
+    for computation in module.computations:
+        yield "\n\n"
+        yield from _computation_pieces(computation, shape_texts, stream)
+    yield "\n\n"

@@ -164,3 +164,62 @@ def test_a_broken_xla_pool_is_each_changed_module_s_numerics_error() -> None:
         "error": "internal error: _compare raised in a worker: KeyError: a bug in the XLA worker",
     }
     assert unchanged.numerics is None
+
+
+#: A module whose constant is long enough to be streamed, in text that is not quite XLA's (no `%`, a layout left out).
+LONG_CONSTANT = (
+    "HloModule long\n\nENTRY e {\n  c = bf16[3000]{0} constant({"
+    + ", ".join(f"{(i % 97) * 0.25 - 5}" for i in range(3000))
+    + "})\n  ROOT n = bf16[3000]{0} negate(c)\n}\n"
+)
+
+
+@pytest.mark.parametrize("passes", [None, "all"])
+@pytest.mark.parametrize("canonical", [False, True])
+def test_a_streamed_output_is_the_printed_module_and_says_whether_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, passes: str | None, canonical: bool
+) -> None:
+    """``-o FILE`` writes the module as it is printed, literal pieces and all: the same bytes as the module's
+    text (what --diff, which keeps the text, writes), and without passes "unchanged" exactly when that is the input."""
+    from hloopt.ir import literal
+    from hloopt.text.parser import parse
+
+    monkeypatch.setattr(literal, "_PIECE", 2000)  # the constant is a view, printed in pieces
+    monkeypatch.setattr(literal, "_FORMAT_PIECE", 500)  # an upcast one is formatted in pieces
+    source = as_file(parse(LONG_CONSTANT).to_text()) if canonical else LONG_CONSTANT
+    (tmp_path / "in.hlo").write_text(source)
+    streamed = process_module(Job(str(tmp_path / "in.hlo")), FileOptions(passes=passes, output=str(tmp_path / "a.hlo")))
+    kept = process_module(
+        Job(str(tmp_path / "in.hlo")), FileOptions(passes=passes, output=str(tmp_path / "b.hlo"), show_diff=True)
+    )
+    written = (tmp_path / "a.hlo").read_text()
+    assert written == (tmp_path / "b.hlo").read_text() and kept.texts is not None and written == as_file(kept.texts[1])
+    assert streamed.texts is None and streamed.output == str(tmp_path / "a.hlo")
+    assert streamed.status == kept.status == ("unchanged" if canonical and passes is None else "changed")
+    if passes == "all":
+        assert "f32[3000]{0} constant({" in written
+
+
+@pytest.mark.parametrize(
+    ("pieces", "source", "same"),
+    [
+        (["ab", "c\n", "\n\n"], "abc\n", True),
+        (["ab", "c\n", "\n\n"], "abc", True),
+        (["ab", "c\n", "\n\n"], "abc\n\n\n", True),
+        (["a", "", "b", "c"], "abc\n", True),
+        (["ab", "d\n\n"], "abc\n", False),
+        (["ab", "c\n", "d\n\n"], "abc\n", False),
+        (["ab"], "abc\n", False),
+        (["abc", "d"], "abc\n", False),
+        ([""], "\n", True),
+        (["x\n\n"], "", False),
+    ],
+)
+def test_a_streamed_text_is_compared_with_its_source_as_files_are(pieces: list[str], source: str, same: bool) -> None:
+    from hloopt.driver.flow import _as_file_pieces, _Compared
+
+    as_pieces = list(_as_file_pieces(iter(pieces)))
+    assert "".join(as_pieces) == as_file("".join(pieces))
+    compared = _Compared(as_pieces, source)
+    assert "".join(compared) == as_file("".join(pieces))
+    assert compared.same is same is (as_file("".join(pieces)) == as_file(source))

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,83 @@ def test_a_discard_on_another_thread_never_falls_between_naming_a_temporary_file
     ((fd, temp),) = made
     os.close(fd)
     assert not os.path.exists(temp) and os.listdir(tmp_path) == []
+
+
+def _pieces(texts: list[str], fail_after: int | None = None) -> Iterator[str]:
+    """`texts` one at a time, as a printer yields them; an error after `fail_after` of them, as a printer's bug."""
+    for index, text in enumerate(texts):
+        if index == fail_after:
+            raise RuntimeError("printer failed")
+        yield text
+
+
+@pytest.mark.parametrize("replacing", [False, True])
+def test_pieces_are_written_into_the_temporary_file_and_appear_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replacing: bool
+) -> None:
+    """A streamed text is the same file as the text whole: encoded a piece at a time (UTF-8 across
+    pieces of `_ENCODE_PIECE` characters), renamed into place only once the last is written."""
+    monkeypatch.setattr(fileio, "_ENCODE_PIECE", 7)
+    target = tmp_path / "out.hlo"
+    if replacing:
+        target.write_text("old\n")
+    seen: list[list[str]] = []
+
+    def watched() -> Iterator[str]:
+        for text in ["HloModule m", "", "\n\nc = f32[3] constant({1, 2, 3}) // é€😀 ", "x" * 30, "\n"]:
+            seen.append(sorted(p.name for p in tmp_path.iterdir()))
+            yield text
+
+    write_atomic(target, watched())
+    expected = "HloModule m\n\nc = f32[3] constant({1, 2, 3}) // é€😀 " + "x" * 30 + "\n"
+    assert target.read_bytes() == expected.encode("utf-8")
+    # While the pieces are written, the target is the old file (or absent), the text in a temporary beside it.
+    assert len(seen) == 5
+    for names in seen:
+        assert len(names) == 1 + replacing and ("out.hlo" in names) == replacing
+        assert any(name.endswith(".tmp") for name in names)
+    assert [p.name for p in tmp_path.iterdir()] == ["out.hlo"]
+
+
+@pytest.mark.parametrize("existing", [None, "old\n"])
+def test_pieces_that_fail_midway_leave_the_old_file_and_no_temporary(tmp_path: Path, existing: str | None) -> None:
+    target = tmp_path / "out.hlo"
+    if existing is not None:
+        target.write_text(existing)
+    with pytest.raises(RuntimeError, match="printer failed"):
+        write_atomic(target, _pieces(["HloModule m\n", "a" * 100, "b"], fail_after=2))
+    assert (target.read_text() if target.exists() else None) == existing
+    assert [p.name for p in tmp_path.iterdir()] == ([] if existing is None else ["out.hlo"])
+
+
+def test_pieces_go_through_a_fifo_as_they_come(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fileio, "_ENCODE_PIECE", 1000)
+    fifo = tmp_path / "out.hlo"
+    os.mkfifo(fifo)
+    texts = [f"{index:05d}" * 300 for index in range(200)]  # far more than a pipe holds
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    write_atomic(fifo, iter(texts))
+    reader.join()
+    assert received == ["".join(texts).encode()]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_pieces_go_through_an_open_descriptor(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text("kept\n")
+    script = (
+        "from hloopt.support.fileio import write_atomic; write_atomic('/dev/stdout', iter(['a' * 3000000, 'b\\n']))"
+    )
+    with log.open("ab") as out:
+        subprocess.run([sys.executable, "-c", script], stdout=out, check=True)
+    assert log.read_text() == "kept\n" + "a" * 3_000_000 + "b\n"
+
+
+def test_a_long_text_is_encoded_a_piece_at_a_time() -> None:
+    text = "é" * (3 * fileio._ENCODE_PIECE + 5)
+    chunks = list(fileio.encoded(text))
+    assert b"".join(chunks) == text.encode() and len(chunks) == 4
+    assert max(len(chunk) for chunk in chunks) == 2 * fileio._ENCODE_PIECE
+    assert list(fileio.encoded(b"raw")) == [b"raw"]
