@@ -35,7 +35,7 @@ from hloopt.text.assembly import Assembly, OperandItem
 from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
-from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
+from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, masked, piece
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units
@@ -329,8 +329,10 @@ class _Relex(Exception):
 class _Parse:
     """One parse of one text: reads the tokens Lark hands over, delegating shapes, names and locations."""
 
-    def __init__(self, text: str, filename: str, callees_first: bool = False) -> None:
+    def __init__(self, text: str, filename: str, callees_first: bool = False, deep: bool = False) -> None:
         self.text = text
+        #: The deep reading (`splitting.masked`): every regex reads a copy with the deepest brackets masked.
+        self.deep = deep
         self.locations = Locations(text, filename, _attribute_pattern)
         self.shapes = ShapeReader(self.locations.error, self._nested_shape)
         self.assembly = Assembly(self.shapes, self.locations, callees_first)
@@ -351,12 +353,26 @@ class _Parse:
         outer = self._fragment
         self._fragment = (offset, offset + len(fragment))
         try:
-            return _lark_for(self).parse(fragment, start=start)
+            # A shape nests in the grammar's rules, not in a regex: it is never masked.
+            return self.run(_lark_for(self), fragment, start, self.deep and start != "shape")
         except UnexpectedInput as err:
             raise self.lark_error(err) from None
         finally:
             self._fragment = outer
             _POOL.holder.current = self
+
+    @staticmethod
+    def run(lark: Lark, text: str, start: str, deep: bool) -> object:
+        """Parse `text` from `start`; `deep`: lexed from its masked copy, each token's value the original's."""
+        lexed = masked(text) if deep else text
+        if lexed is text:
+            return lark.parse(text, start=start)
+        interactive = lark.parse_interactive(lexed, start=start)
+        token: Token | None = None
+        for token in interactive.lexer_thread.lex(interactive.parser_state):
+            start_pos, end_pos = int(token.start_pos or 0), int(token.end_pos or 0)
+            interactive.feed_token(Token.new_borrow_pos(token.type, text[start_pos:end_pos], token))
+        return interactive.feed_eof(token)
 
     def _nested_shape(self, text: str, offset: int) -> Shape:
         return cast(Shape, self._sub_parse(text, "shape", offset))
@@ -463,7 +479,7 @@ class _Parse:
     def instruction(self, token: Token) -> Instruction:
         """An INSTRUCTION token (inline bodies and the token-per-instruction fallback)."""
         text = str(token)
-        spans = _splitters().split(text, 0)
+        spans = _splitters().split(masked(text) if self.deep else text, 0)
         instruction, end = self._instruction(text, spans, self.position(token)) if spans else (None, 0)
         if instruction is None or end != len(text):
             raise self.error(self.position(token), "expects an instruction (`name = shape opcode(...)`)")
@@ -657,14 +673,18 @@ class _Parse:
         """
         attribute_re = _splitters().attribute
         canonical = _CANONICAL_ATTRIBUTE.match
-        match = canonical(text, position) or attribute_re.match(text, position)
+        lexed = masked(text) if self.deep else text  # what the regexes read; values come from `text`
+        match = canonical(lexed, position) or attribute_re.match(lexed, position)
         if match is None:
             return position
         self.locations.attribute_runs[instruction] = base + position
         attributes = instruction.attributes  # empty until now, and every key read goes in
         while match is not None:
             position = match.end()
-            key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
+            if lexed is not text:
+                key, value = attribute(text[match.start() : position])
+            else:
+                key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
             key = intern(key)
             if key in attributes:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
@@ -675,7 +695,7 @@ class _Parse:
                 attributes[key] = value
             if text.startswith(_NEXT_INSTRUCTION, position):
                 break
-            match = canonical(text, position) or attribute_re.match(text, position)
+            match = canonical(lexed, position) or attribute_re.match(lexed, position)
         return position
 
     def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int) -> None:
@@ -860,6 +880,13 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
         state = _Parse(text, filename, callees_first)
         try:
             return cast(Module, _lark_for(state, exact=True).parse(text, start="exact_start"))
+        except UnexpectedInput as err:
+            if masked(text) is text:
+                raise state.lark_error(err) from None
+        # Brackets nested deeper than the grammar's regexes count: read again from the masked copy.
+        state = _Parse(text, filename, callees_first, deep=True)
+        try:
+            return cast(Module, state.run(_lark_for(state, exact=True), text, "exact_start", True))
         except UnexpectedInput as err:
             raise state.lark_error(err) from None
     except RecursionError:
