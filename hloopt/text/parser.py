@@ -35,7 +35,18 @@ from hloopt.text.assembly import Assembly, OperandItem
 from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
-from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, masked, piece
+from hloopt.text.splitting import (
+    MAX_NESTING,
+    Piece,
+    Spans,
+    Splitters,
+    TooDeep,
+    attribute,
+    attribute_name_offset,
+    deepest,
+    masked,
+    piece,
+)
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units
@@ -108,13 +119,18 @@ _CANONICAL = re.compile(
     r"([a-z][a-z0-9]*\[[^\[\]{}()]*\](?:\{[0-9:][^{}()]*\})?)\s+([a-z][a-z0-9\-]*)\()"
     r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*\]|\{[^{}()\[\]\"'/]*\})*+)\)"
 )
-#: The common attribute: `, name=value`, the value bare text, strings and `{...}` groups holding text,
-#: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same.
+#: The common attribute: `, name=value`, the value a string, or bare text and `{...}` groups holding text,
+#: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same
+#: (a `%` starts a name; after a group, `ROOT`, `ENTRY` or a `%` name starts what follows).
 _CANONICAL_ATTRIBUTE = re.compile(
     r", ([A-Za-z_][A-Za-z0-9_.\-]*)=("
-    r"(?:[^\s,{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\})++"
+    r"\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\""
+    r"|(?:(?:[^\s,{}()\[\]\"'%]++|%(?=[A-Za-z_]))++"
+    r"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\}(?!ROOT\b|ENTRY\b|%))++"
     r")(?=[,\n]|\Z)"
 )
+#: An attribute whose value starts with a `%` that starts no name (`, to_apply=%%c`): up to that `%`.
+_STRAY_PERCENT = re.compile(r"\s*,\s*[A-Za-z_][A-Za-z0-9_.\-]*=\s*(?=%(?![A-Za-z_]))")
 #: How the next line starts in XLA's print when no attribute follows (ATTR needs a `,` or a comment
 #: first): checked before the attribute regexes, which cost more to fail.
 _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
@@ -403,6 +419,9 @@ class _Parse:
         expected = expected_terminals(err)
         in_fragment: int | None = getattr(err, "pos_in_stream", None)
         position = None if in_fragment is None else start + in_fragment
+        stray = None if position is None else _STRAY_PERCENT.match(self.text, position, end)
+        if stray is not None:  # `, to_apply=%%c`: XLA's lexer reads a `%` only before a name
+            return self.error(stray.end(), "expects name")
         if "INSTRUCTION" in expected and position is not None:
             # A line that is not one whole instruction: the fine-grained rule says where it breaks.
             self._sub_parse(self.text[position:end], "instruction_parts", position)
@@ -881,7 +900,12 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
         try:
             return cast(Module, _lark_for(state, exact=True).parse(text, start="exact_start"))
         except UnexpectedInput as err:
-            if masked(text) is text:
+            try:
+                shallow = masked(text) is text
+            except TooDeep as deep:
+                message = f"brackets nest more than {MAX_NESTING} levels deep (XLA's parser overflows its stack)"
+                raise parse_error_at(text, deep.offset, filename, message) from None
+            if shallow:
                 raise state.lark_error(err) from None
         # Brackets nested deeper than the grammar's regexes count: read again from the masked copy.
         state = _Parse(text, filename, callees_first, deep=True)
@@ -889,5 +913,5 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
             return cast(Module, state.run(_lark_for(state, exact=True), text, "exact_start", True))
         except UnexpectedInput as err:
             raise state.lark_error(err) from None
-    except RecursionError:
-        raise parse_error_at(text, 0, filename, "input nests too deeply") from None
+    except RecursionError:  # a check that walks shapes recursively, past Python's recursion limit
+        raise parse_error_at(text, deepest(text), filename, "input nests too deeply") from None

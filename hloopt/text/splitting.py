@@ -159,9 +159,36 @@ _BRACKET_OR_SKIPPED = re.compile(
 )
 
 
+class TooDeep(Exception):
+    """Brackets nested deeper than `MAX_NESTING`; `offset` is the first bracket past it."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+#: The deepest nesting read. XLA's parser recurses per level and has no limit of its own: jaxlib 0.10's
+#: reads a tuple shape 7,000 levels deep and dies of a stack overflow at 7,500 (in a worker thread); hloopt
+#: refuses past a bound between the two, counting every bracket (a computation's braces too).
+MAX_NESTING = 7200
+
+
+def deepest(text: str) -> int:
+    """Where the first bracket of the deepest nesting opens (outside strings and comments); 0 if none."""
+    depth = most = at = 0
+    for match in _BRACKET_OR_SKIPPED.finditer(text):
+        bracket = match.group(1)
+        if bracket is None:
+            continue
+        depth += 1 if bracket in "({[" else -1
+        if depth > most:
+            most, at = depth, match.start()
+    return at
+
+
 def masked(text: str) -> str:
     """`text` with every bracket nested more than `MASK_DEPTH` deep (outside strings and comments)
-    replaced, one for one, by `MASK`; `text` itself when none is.
+    replaced, one for one, by `MASK`; `text` itself when none is. `TooDeep` past `MAX_NESTING`.
 
     Python's `re` cannot count brackets, so the grammar's group regexes are unrolled 16 levels deep
     (unrolling further costs Lark's table build about cubically). A text that nests deeper is lexed
@@ -179,6 +206,8 @@ def masked(text: str) -> str:
         if bracket in "({[":
             depth += 1
             if depth > MASK_DEPTH:
+                if depth > MAX_NESTING:
+                    raise TooDeep(match.start())
                 deep.append(match.start())
         else:
             if depth > MASK_DEPTH:
