@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)\s*$")
 _HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
 _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
+#: What follows a nested instruction's shape: the last run of its head without blanks or closing brackets.
+_OPCODE_AFTER_SHAPE = re.compile(r"[^\s\])}]*$")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 #: An operand name; ``#i`` suffixes are XLA 0.11+'s compact get-tuple-element (``%while.5#1``).
 _NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*"
@@ -121,11 +123,11 @@ _CANONICAL = re.compile(
 )
 #: The common attribute: `, name=value`, the value a string, or bare text and `{...}` groups holding text,
 #: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same
-#: (a `%` starts a name; after a group, `ROOT`, `ENTRY` or a `%` name starts what follows).
+#: (a `%` starts a name, at the value's start only; after a group, `ROOT`, `ENTRY` or a `%` name starts what follows).
 _CANONICAL_ATTRIBUTE = re.compile(
     r", ([A-Za-z_][A-Za-z0-9_.\-]*)=("
     r"\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\""
-    r"|(?:(?:[^\s,{}()\[\]\"'%]++|%(?=[A-Za-z_]))++"
+    r"|(?:%(?=[A-Za-z_]))?(?:[^\s,{}()\[\]\"'%]++"
     r"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\}(?!ROOT\b|ENTRY\b|%))++"
     r")(?=[,\n]|\Z)"
 )
@@ -631,9 +633,13 @@ class _Parse:
 
     def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
         """An anonymous instruction written as an operand, named ``<opcode>.anon`` as XLA does."""
-        shape_text, _, opcode = head.strip().rpartition(" ")
+        # XLA's lexer needs no blank between the shape and the opcode (`f32[2]broadcast(`).
+        written = head.strip()
+        after_shape = _OPCODE_AFTER_SHAPE.search(written)
+        assert after_shape is not None  # it matches the empty end at least
+        shape_text, opcode = written[: after_shape.start()].strip(), after_shape.group()
         head_pos, arguments_pos = self.position(head), self.position(arguments)
-        shape = self.shapes.read(shape_text.strip(), head_pos) if shape_text.strip() else None
+        shape = self.shapes.read(shape_text, head_pos) if shape_text else None
         literal = _LiteralText(str(arguments)[1:-1].strip(), arguments_pos + 1) if opcode == "constant" else None
         items = [] if literal is not None else self._nested_arguments(str(arguments), arguments_pos, opcode)
         name = f"{opcode}.anon"

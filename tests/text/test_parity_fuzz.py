@@ -110,6 +110,14 @@ ACCEPTED_BY_XLA = {
     "a bare name run into a braced value": _entry(
         "p = f32[2] parameter(0)", "s = f32[2] slice(p), slice={[0:2]}r = f32[2] add(p, s)", "ROOT t = f32[2] copy(r)"
     ),
+    "a name run into a number": (
+        "HloModule m\n\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+        "ENTRY e {\n  p = f32[8] parameter(0)\n  ar = f32[8] all-reduce(p), to_apply=sum, channel_id=1zero = f32[] constant(0)\n"
+        "  ROOT t = f32[8] copy(ar)\n}\n"
+    ),
+    "an opcode run into a nested instruction's shape": _entry(
+        "p = f32[] parameter(0)", "ROOT r = f32[2] add(f32[2]broadcast(p), f32[2]{0}broadcast(p))"
+    ),
     "ROOT run into a metadata value": _entry(
         'p = f32[2] parameter(0), metadata={op_name="x"}ROOT r = f32[2] negate(p)'
     ),
