@@ -234,29 +234,42 @@ def strip_comments(text: str) -> str:
     return _COMMENT.sub(lambda m: " " * len(m.group()), text) if "/*" in text else text
 
 
-def _split_tuple(text: str) -> list[tuple[str, int]]:
-    """Split ``( a, {b, c}, (d) )`` into its top-level parts with their offsets; a bracket closed by the
-    wrong one, or never closed, is a LiteralError where it stands (XLA refuses those too)."""
-    start = text.index("(") + 1
-    closers = {"(": ")", "{": "}", "[": "]"}
-    expected: list[str] = [")"]
-    parts: list[tuple[str, int]] = []
-    begin = start
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch in closers:
-            expected.append(closers[ch])
-        elif ch in ")}]":
-            if ch != expected.pop():
+#: What splitting a tuple literal looks at: a bracket or a comma (the rest is skipped at C speed).
+_TUPLE_MARK = re.compile(r"[(){}\[\],]")
+_CLOSERS = {"(": ")", "{": "}", "[": "]"}
+#: The first character of a part that is not a blank.
+_NOT_BLANK = re.compile(r"\S")
+
+
+def _split_tuple(text: str, opening: int) -> dict[int, list[tuple[int, int]]]:
+    """The top-level parts, (start, end) in `text`, of the tuple whose `(` is at `opening` and of every
+    tuple inside it, keyed by the offset of each one's `(`: one pass for all levels, so a tuple `d` levels
+    deep costs `d`, not `d²`. A bracket closed by the wrong one, or never closed, is a LiteralError where
+    it stands (XLA refuses those too)."""
+    tuples: dict[int, list[tuple[int, int]]] = {}
+    #: Each open bracket: the bracket that closes it, where it opens, where its current part begins.
+    stack: list[tuple[str, int, int]] = [(")", opening, opening + 1)]
+    tuples[opening] = []
+    for mark in _TUPLE_MARK.finditer(text, opening + 1):
+        ch, i = mark.group(), mark.start()
+        if ch in _CLOSERS:
+            stack.append((_CLOSERS[ch], i, i + 1))
+            if ch == "(":
+                tuples[i] = []
+        elif ch == ",":
+            closer, at, begin = stack[-1]
+            if closer == ")":
+                tuples[at].append((begin, i))
+                stack[-1] = (closer, at, i + 1)
+        else:
+            closer, at, begin = stack.pop()
+            if ch != closer:
                 raise LiteralError(f"unexpected '{ch}' in a tuple literal", i)
-            if not expected:  # the tuple's own ")"
-                if text[begin:i].strip():
-                    parts.append((text[begin:i], begin))
-                return parts
-        elif ch == "," and len(expected) == 1:
-            parts.append((text[begin:i], begin))
-            begin = i + 1
-    raise LiteralError("a tuple literal is not closed", start - 1)
+            if ch == ")" and text[begin:i].strip():
+                tuples[at].append((begin, i))
+            if not stack:  # the outer tuple's own ")"
+                return tuples
+    raise LiteralError("a tuple literal is not closed", opening)
 
 
 def array_parts(text: str, shape: Shape) -> Iterator[tuple[str, int, ArrayShape]]:
@@ -265,24 +278,29 @@ def array_parts(text: str, shape: Shape) -> Iterator[tuple[str, int, ArrayShape]
     A tuple that does not fit its shape, or a buffer shape (no literal has one),
     raises LiteralError at its part's offset. A stack, not recursion: tuples nest freely.
     """
-    stack: list[tuple[str, Shape, int]] = [(text, shape, 0)]
+    tuples: dict[int, list[tuple[int, int]]] | None = None  # every level's parts, split once
+    stack: list[tuple[int, int, Shape]] = [(0, len(text), shape)]
     while stack:
-        current, current_shape, base = stack.pop()
+        start, end, current_shape = stack.pop()
         if not isinstance(current_shape, TupleShape):
-            yield current, base, _array_shape(current_shape, base + len(current) - len(current.lstrip()))
+            current = text[start:end]
+            yield current, start, _array_shape(current_shape, start + len(current) - len(current.lstrip()))
             continue
-        if not current.lstrip().startswith("("):
-            raise LiteralError(f"expects a tuple literal for shape {current_shape.to_text()}", base)
-        parts = _split_tuple(current)
+        first = _NOT_BLANK.search(text, start, end)
+        if first is None or first.group() != "(":
+            raise LiteralError(f"expects a tuple literal for shape {current_shape.to_text()}", start)
+        if tuples is None:
+            tuples = _split_tuple(text, first.start())
+        parts = tuples[first.start()]
         if len(parts) != len(current_shape.elements):
             raise LiteralError(
                 f"tuple literal has {len(parts)} elements, shape {current_shape.to_text()} has "
                 f"{len(current_shape.elements)}",
-                base,
+                start,
             )
         stack.extend(
-            (part, element, base + offset)
-            for (part, offset), element in reversed(list(zip(parts, current_shape.elements)))
+            (part_start, part_end, element)
+            for (part_start, part_end), element in reversed(list(zip(parts, current_shape.elements)))
         )
 
 
@@ -786,21 +804,27 @@ def _decode_array(text: str, shape: ArrayShape, start: int = 0, end: int | None 
 
 def decode_literal(text: str, shape: Shape) -> LiteralValue:
     """Decode literal text to a numpy array (a tuple of them for tuple shapes, at any depth)."""
+    if not isinstance(shape, TupleShape):
+        return _decode_array(text, _array_shape(shape))
+    plain = strip_comments(text)
+    tuples: dict[int, list[tuple[int, int]]] = {}  # every level's parts, split once
 
-    def parts(item: tuple[str, Shape]) -> Iterator[tuple[str, Shape]] | None:
-        part_text, part_shape = item
+    def parts(item: tuple[int, int, Shape]) -> Iterator[tuple[int, int, Shape]] | None:
+        start, end, part_shape = item
         if not isinstance(part_shape, TupleShape):
             return None
-        split = _split_tuple(strip_comments(part_text))
-        return ((part, element) for (part, _), element in zip(split, part_shape.elements))
+        opening = plain.index("(", start, end)
+        if not tuples:
+            tuples.update(_split_tuple(plain, opening))
+        return ((*span, element) for span, element in zip(tuples[opening], part_shape.elements))
 
-    def leaf(item: tuple[str, Shape]) -> LiteralValue:
-        return _decode_array(item[0], _array_shape(item[1]))
+    def leaf(item: tuple[int, int, Shape]) -> LiteralValue:
+        return _decode_array(plain[item[0] : item[1]], _array_shape(item[2]))
 
-    def node(_: tuple[str, Shape], values: list[LiteralValue]) -> LiteralValue:
+    def node(_: tuple[int, int, Shape], values: list[LiteralValue]) -> LiteralValue:
         return tuple(values)
 
-    return fold_tree((text, shape), parts, leaf, node)
+    return fold_tree((0, len(text), shape), parts, leaf, node)
 
 
 # ---------------------------------------------------------------------------

@@ -35,7 +35,18 @@ from hloopt.text.assembly import Assembly, OperandItem
 from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
-from hloopt.text.splitting import Piece, Spans, Splitters, attribute, attribute_name_offset, piece
+from hloopt.text.splitting import (
+    MAX_NESTING,
+    Piece,
+    Spans,
+    Splitters,
+    TooDeep,
+    attribute,
+    attribute_name_offset,
+    deepest,
+    masked,
+    piece,
+)
 from hloopt.text.validation import InvalidHlo, check_computation_attribute, check_stack_frame_entry
 
 if TYPE_CHECKING:
@@ -44,6 +55,8 @@ if TYPE_CHECKING:
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)\s*$")
 _HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
 _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
+#: What follows a nested instruction's shape: the last run of its head without blanks or closing brackets.
+_OPCODE_AFTER_SHAPE = re.compile(r"[^\s\])}]*$")
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 #: An operand name; ``#i`` suffixes are XLA 0.11+'s compact get-tuple-element (``%while.5#1``).
 _NAME = r"%?[A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*"
@@ -109,13 +122,18 @@ _CANONICAL = re.compile(
     r"([a-z][a-z0-9]*\[[^\[\]{}()]*\](?:\{[0-9:][^{}()]*\})?)\s+([a-z][a-z0-9\-]*)\()"
     r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*\]|\{[^{}()\[\]\"'/]*\})*+)\)"
 )
-#: The common attribute: `, name=value`, the value bare text, strings and `{...}` groups holding text,
-#: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same.
+#: The common attribute: `, name=value`, the value a string, or bare text and `{...}` groups holding text,
+#: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same
+#: (a `%` starts a name, at the value's start only; after a group, `ROOT`, `ENTRY` or a `%` name starts what follows).
 _CANONICAL_ATTRIBUTE = re.compile(
     r", ([A-Za-z_][A-Za-z0-9_.\-]*)=("
-    r"(?:[^\s,{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\})++"
+    r"\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\""
+    r"|(?:%(?=[A-Za-z_]))?(?:[^\s,{}()\[\]\"'%]++"
+    r"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\}(?!ROOT\b|ENTRY\b|%))++"
     r")(?=[,\n]|\Z)"
 )
+#: An attribute whose value starts with a `%` that starts no name (`, to_apply=%%c`): up to that `%`.
+_STRAY_PERCENT = re.compile(r"\s*,\s*[A-Za-z_][A-Za-z0-9_.\-]*=\s*(?=%(?![A-Za-z_]))")
 #: How the next line starts in XLA's print when no attribute follows (ATTR needs a `,` or a comment
 #: first): checked before the attribute regexes, which cost more to fail.
 _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
@@ -337,8 +355,10 @@ class _Relex(Exception):
 class _Parse:
     """One parse of one text: reads the tokens Lark hands over, delegating shapes, names and locations."""
 
-    def __init__(self, text: str, filename: str, callees_first: bool = False) -> None:
+    def __init__(self, text: str, filename: str, callees_first: bool = False, deep: bool = False) -> None:
         self.text = text
+        #: The deep reading (`splitting.masked`): every regex reads a copy with the deepest brackets masked.
+        self.deep = deep
         self.locations = Locations(text, filename, _attribute_pattern)
         self.shapes = ShapeReader(self.locations.error, self._nested_shape)
         self.assembly = Assembly(self.shapes, self.locations, callees_first)
@@ -366,12 +386,26 @@ class _Parse:
         outer = self._fragment
         self._fragment = (offset, offset + len(fragment))
         try:
-            return _lark_for(self).parse(fragment, start=start)
+            # A shape nests in the grammar's rules, not in a regex: it is never masked.
+            return self.run(_lark_for(self), fragment, start, self.deep and start != "shape")
         except UnexpectedInput as err:
             raise self.lark_error(err) from None
         finally:
             self._fragment = outer
             _POOL.holder.current = self
+
+    @staticmethod
+    def run(lark: Lark, text: str, start: str, deep: bool) -> object:
+        """Parse `text` from `start`; `deep`: lexed from its masked copy, each token's value the original's."""
+        lexed = masked(text) if deep else text
+        if lexed is text:
+            return lark.parse(text, start=start)
+        interactive = lark.parse_interactive(lexed, start=start)
+        token: Token | None = None
+        for token in interactive.lexer_thread.lex(interactive.parser_state):
+            start_pos, end_pos = int(token.start_pos or 0), int(token.end_pos or 0)
+            interactive.feed_token(Token.new_borrow_pos(token.type, text[start_pos:end_pos], token))
+        return interactive.feed_eof(token)
 
     def _nested_shape(self, text: str, offset: int) -> Shape:
         return cast(Shape, self._sub_parse(text, "shape", offset))
@@ -402,6 +436,9 @@ class _Parse:
         expected = expected_terminals(err)
         in_fragment: int | None = getattr(err, "pos_in_stream", None)
         position = None if in_fragment is None else start + in_fragment
+        stray = None if position is None else _STRAY_PERCENT.match(self.text, position, end)
+        if stray is not None:  # `, to_apply=%%c`: XLA's lexer reads a `%` only before a name
+            return self.error(stray.end(), "expects name")
         if "INSTRUCTION" in expected and position is not None:
             # A line that is not one whole instruction: the fine-grained rule says where it breaks.
             self._sub_parse(self.text[position:end], "instruction_parts", position)
@@ -478,7 +515,7 @@ class _Parse:
     def instruction(self, token: Token) -> Instruction:
         """An INSTRUCTION token (inline bodies and the token-per-instruction fallback)."""
         text = str(token)
-        spans = _splitters().split(text, 0)
+        spans = _splitters().split(masked(text) if self.deep else text, 0)
         instruction, end = self._instruction(text, spans, self.position(token)) if spans else (None, 0)
         if instruction is None or end != len(text):
             raise self.error(self.position(token), "expects an instruction (`name = shape opcode(...)`)")
@@ -617,9 +654,13 @@ class _Parse:
 
     def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
         """An anonymous instruction written as an operand, named ``<opcode>.anon`` as XLA does."""
-        shape_text, _, opcode = head.strip().rpartition(" ")
+        # XLA's lexer needs no blank between the shape and the opcode (`f32[2]broadcast(`).
+        written = head.strip()
+        after_shape = _OPCODE_AFTER_SHAPE.search(written)
+        assert after_shape is not None  # it matches the empty end at least
+        shape_text, opcode = written[: after_shape.start()].strip(), after_shape.group()
         head_pos, arguments_pos = self.position(head), self.position(arguments)
-        shape = self.shapes.read(shape_text.strip(), head_pos) if shape_text.strip() else None
+        shape = self.shapes.read(shape_text, head_pos) if shape_text else None
         literal = _LiteralText(str(arguments)[1:-1].strip(), arguments_pos + 1) if opcode == "constant" else None
         items = [] if literal is not None else self._nested_arguments(str(arguments), arguments_pos, opcode)
         name = f"{opcode}.anon"
@@ -679,14 +720,18 @@ class _Parse:
         """
         attribute_re = _splitters().attribute
         canonical = _CANONICAL_ATTRIBUTE.match
-        match = canonical(text, position) or attribute_re.match(text, position)
+        lexed = masked(text) if self.deep else text  # what the regexes read; values come from `text`
+        match = canonical(lexed, position) or attribute_re.match(lexed, position)
         if match is None:
             return position
         self.locations.attribute_runs[instruction] = base + position
         attributes = instruction.attributes  # empty until now, and every key read goes in
         while match is not None:
             position = match.end()
-            key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
+            if lexed is not text:
+                key, value = attribute(text[match.start() : position])
+            else:
+                key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
             key = intern(key)
             if key in attributes:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
@@ -697,7 +742,7 @@ class _Parse:
                 attributes[key] = value
             if text.startswith(_NEXT_INSTRUCTION, position):
                 break
-            match = canonical(text, position) or attribute_re.match(text, position)
+            match = canonical(lexed, position) or attribute_re.match(lexed, position)
         return position
 
     def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int) -> None:
@@ -892,6 +937,18 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
         try:
             return cast(Module, _lark_for(state, exact=True).parse(text, start="exact_start"))
         except UnexpectedInput as err:
+            try:
+                shallow = masked(text) is text
+            except TooDeep as deep:
+                message = f"brackets nest more than {MAX_NESTING} levels deep (XLA's parser overflows its stack)"
+                raise parse_error_at(text, deep.offset, filename, message) from None
+            if shallow:
+                raise state.lark_error(err) from None
+        # Brackets nested deeper than the grammar's regexes count: read again from the masked copy.
+        state = _Parse(text, filename, callees_first, deep=True)
+        try:
+            return cast(Module, state.run(_lark_for(state, exact=True), text, "exact_start", True))
+        except UnexpectedInput as err:
             raise state.lark_error(err) from None
-    except RecursionError:
-        raise parse_error_at(text, 0, filename, "input nests too deeply") from None
+    except RecursionError:  # a check that walks shapes recursively, past Python's recursion limit
+        raise parse_error_at(text, deepest(text), filename, "input nests too deeply") from None

@@ -146,3 +146,76 @@ def attribute_name_offset(text: str) -> int:
 
 #: An instruction on a line longer than this (a big literal) is split by `Splitters._split_long`.
 LONG_LINE = 1 << 16
+
+
+#: Brackets nested deeper than this are masked for the deep reading (`masked`): the grammar's groups
+#: read 16 levels, and a token the builder splits again starts a level or two inside the text.
+MASK_DEPTH = 12
+#: What a masked bracket becomes: a character every group regex reads as plain text.
+MASK = "\x01"
+#: A bracket, or what XLA's lexer reads past whole (strings and comments), whose brackets are text.
+_BRACKET_OR_SKIPPED = re.compile(
+    r'([(){}\[\]])|"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n]*+'
+)
+
+
+class TooDeep(Exception):
+    """Brackets nested deeper than `MAX_NESTING`; `offset` is the first bracket past it."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+#: The deepest nesting read. XLA's parser recurses per level and has no limit of its own: jaxlib 0.10's
+#: reads a tuple shape 7,000 levels deep and dies of a stack overflow at 7,500 (in a worker thread); hloopt
+#: refuses past a bound between the two, counting every bracket (a computation's braces too).
+MAX_NESTING = 7200
+
+
+def deepest(text: str) -> int:
+    """Where the first bracket of the deepest nesting opens (outside strings and comments); 0 if none."""
+    depth = most = at = 0
+    for match in _BRACKET_OR_SKIPPED.finditer(text):
+        bracket = match.group(1)
+        if bracket is None:
+            continue
+        depth += 1 if bracket in "({[" else -1
+        if depth > most:
+            most, at = depth, match.start()
+    return at
+
+
+def masked(text: str) -> str:
+    """`text` with every bracket nested more than `MASK_DEPTH` deep (outside strings and comments)
+    replaced, one for one, by `MASK`; `text` itself when none is. `TooDeep` past `MAX_NESTING`.
+
+    Python's `re` cannot count brackets, so the grammar's group regexes are unrolled 16 levels deep
+    (unrolling further costs Lark's table build about cubically). A text that nests deeper is lexed
+    from this copy, its tokens' values taken from the original at the same offsets: the regexes then
+    find the same token boundaries, and the deep brackets are read by the grammar's shape rules and
+    the literal scanner, which nest freely. One pass, on the error path only.
+    """
+    if text.count("(") + text.count("{") + text.count("[") <= MASK_DEPTH:
+        return text
+    depth, deep = 0, []
+    for match in _BRACKET_OR_SKIPPED.finditer(text):
+        bracket = match.group(1)
+        if bracket is None:
+            continue
+        if bracket in "({[":
+            depth += 1
+            if depth > MASK_DEPTH:
+                if depth > MAX_NESTING:
+                    raise TooDeep(match.start())
+                deep.append(match.start())
+        else:
+            if depth > MASK_DEPTH:
+                deep.append(match.start())
+            depth -= 1
+    if not deep:
+        return text
+    characters = list(text)
+    for at in deep:
+        characters[at] = MASK
+    return "".join(characters)

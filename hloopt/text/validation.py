@@ -357,17 +357,23 @@ def _array(shape: Shape | None) -> ArrayShape | None:
 
 
 def compatible(a: Shape, b: Shape) -> bool:
-    """XLA's ShapeUtil::Compatible: same structure, types and dimensions; layouts ignored."""
-    if isinstance(a, TupleShape) or isinstance(b, TupleShape):
-        return (
-            isinstance(a, TupleShape)
-            and isinstance(b, TupleShape)
-            and len(a.elements) == len(b.elements)
-            and all(compatible(x, y) for x, y in zip(a.elements, b.elements))
-        )
-    if isinstance(a, BufferShape) or isinstance(b, BufferShape):
-        return isinstance(a, BufferShape) and isinstance(b, BufferShape) and compatible(a.shape, b.shape)
-    return a.element_type == b.element_type and a.dims == b.dims
+    """XLA's ShapeUtil::Compatible: same structure, types and dimensions; layouts ignored.
+
+    A stack, not recursion: a tuple shape in text may nest thousands of levels deep."""
+    pairs = [(a, b)]
+    while pairs:
+        a, b = pairs.pop()
+        if isinstance(a, TupleShape) or isinstance(b, TupleShape):
+            if not (isinstance(a, TupleShape) and isinstance(b, TupleShape) and len(a.elements) == len(b.elements)):
+                return False
+            pairs.extend(zip(a.elements, b.elements))
+        elif isinstance(a, BufferShape) or isinstance(b, BufferShape):
+            if not (isinstance(a, BufferShape) and isinstance(b, BufferShape)):
+                return False
+            pairs.append((a.shape, b.shape))
+        elif a.element_type != b.element_type or a.dims != b.dims:
+            return False
+    return True
 
 
 def _require_operands(instruction: Instruction, minimum: int) -> None:

@@ -1,7 +1,7 @@
 """Deep graphs and deeply nested tuples and literals never reach Python's recursion limit.
 
-Text cannot nest brackets deeper than 16 levels (the grammar's coarse tokens),
-so the deep tuples are built as IR; the 100k-instruction chain is real text.
+The deep tuples are built as IR (text nesting them is tests/text/test_deep_nesting.py);
+the 100k-instruction chain is real text.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hloopt.passes.pipeline import run_pipeline
 
 DEPTH = 10_000
 #: Past the default recursion limit (1000) but not far: every instruction of the converted module
-#: carries a depth-d shape (O(d²) text in all), and tuple literal text is re-split per level.
+#: carries a depth-d shape (O(d²) text in all).
 MODULE_DEPTH = 1_200
 LITERAL_DEPTH = 1_500
 BF16 = ArrayShape("bf16", (2,), (False,), default_layout(1))

@@ -120,6 +120,45 @@ ACCEPTED_BY_XLA = {
         "HloModule m, allow_spmd_sharding_propagation_to_output={ true , false }\n\n"
         "ENTRY e {\n  ROOT a = (f32[2], f32[2]) parameter(0)\n}\n"
     ),
+    # XLA's lexer needs no line break between instructions, computations or the header and what follows:
+    # a value ends at its string or group, and the next instruction starts there.
+    "ROOT run into a braced value": _entry(
+        "p = f32[2] parameter(0)", "b = f32[2,3] broadcast(p), dimensions={0}ROOT r = f32[2,3] negate(b)"
+    ),
+    "a %name run into a braced value": _entry(
+        "p = f32[2] parameter(0)",
+        "b = f32[2,3] broadcast(p), dimensions={0}%r = f32[2,3] negate(b)",
+        "ROOT t = f32[2,3] copy(r)",
+    ),
+    "a bare name run into a braced value": _entry(
+        "p = f32[2] parameter(0)", "s = f32[2] slice(p), slice={[0:2]}r = f32[2] add(p, s)", "ROOT t = f32[2] copy(r)"
+    ),
+    "a name run into a number": (
+        "HloModule m\n\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+        "ENTRY e {\n  p = f32[8] parameter(0)\n  ar = f32[8] all-reduce(p), to_apply=sum, channel_id=1zero = f32[] constant(0)\n"
+        "  ROOT t = f32[8] copy(ar)\n}\n"
+    ),
+    "an opcode run into a nested instruction's shape": _entry(
+        "p = f32[] parameter(0)", "ROOT r = f32[2] add(f32[2]broadcast(p), f32[2]{0}broadcast(p))"
+    ),
+    "ROOT run into a metadata value": _entry(
+        'p = f32[2] parameter(0), metadata={op_name="x"}ROOT r = f32[2] negate(p)'
+    ),
+    "ROOT run into a sharding": _entry("p = f32[2] parameter(0), sharding={replicated}ROOT r = f32[2] negate(p)"),
+    "a %name run into a string value": _entry(
+        'p = f32[2] custom-call(), custom_call_target="x"%r = f32[2] negate(p)', "ROOT t = f32[2] copy(r)"
+    ),
+    "ENTRY run into the header's attribute": (
+        "HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}}ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    ),
+    "a computation run into the header's attribute": (
+        "HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}}c {\n  ROOT p = f32[2] parameter(0)\n}\n\n"
+        "ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    ),
+    "ENTRY run into a computation attribute": (
+        'HloModule m\n\nc {\n  ROOT p = f32[2] parameter(0)\n}, execution_thread="main"ENTRY e {\n'
+        "  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), to_apply=c\n}\n"
+    ),
 }
 
 
