@@ -7,7 +7,8 @@ line. Attribute values hloopt does not model are printed exactly as parsed.
 The printer decides the layout from facts the IR keeps: an instruction's attributes print
 in the order written while `Instruction.written_order` holds, else in XLA's order; a
 computation's instructions as listed until it is edited (`Computation.edits`), then in
-XLA's post order.
+XLA's post order; an async op the text wrote as sugar (`ir.async_form`) as that sugar while its
+wrapped computation is one op, which then is not printed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from hloopt.ir.async_form import printed_as_sugar, sugared
 from hloopt.ir.module import (
     AttributeValue,
     Computation,
@@ -141,27 +143,25 @@ def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> s
 
 
 def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
-    """One instruction line, without indentation."""
+    """One instruction line, without indentation; an async op read as sugar as sugar again while it can be."""
+    opcode, written, written_order = instruction.opcode, instruction.attributes, instruction.written_order
+    if opcode.startswith("async-") and (sugar := sugared(instruction)) is not None:
+        opcode, written, written_order = sugar
     shape = instruction.shape
     head = "ROOT %" if is_root else "%"
     if shape is not None:
-        line = f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {instruction.opcode}("
+        line = f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {opcode}("
     else:
-        line = f"{head}{instruction.name} = {instruction.opcode}("
+        line = f"{head}{instruction.name} = {opcode}("
     if instruction.literal is not None:
         line += instruction.literal.text
     elif instruction.parameter_number is not None:
         line += str(instruction.parameter_number)
     else:
         line += _operand_list(instruction.operands)
-    if not instruction.attributes:
+    if not written:
         return line + ")"
-    written = instruction.attributes
-    items = (
-        written.items()
-        if instruction.written_order
-        else [(key, written[key]) for key in xla_attribute_order(instruction.opcode, written)]
-    )
+    items = written.items() if written_order else [(key, written[key]) for key in xla_attribute_order(opcode, written)]
     attributes = [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
     return line + ")" + "".join(attributes)
 
@@ -204,5 +204,5 @@ def print_module(module: Module) -> str:
     if module.stack_frames:
         chunks.append(module.stack_frames + "\n")
     shape_texts = _ShapeTexts()
-    chunks.extend(print_computation(c, shape_texts) for c in module.computations)
+    chunks.extend(print_computation(c, shape_texts) for c in module.computations if not printed_as_sugar(c))
     return "\n\n".join(chunks) + "\n\n"
