@@ -17,6 +17,19 @@ from hloopt.ir.literal import Literal
 from hloopt.ir.opcodes import SIDE_EFFECT_OPCODES
 from hloopt.ir.shape import Shape
 
+
+@dataclass(frozen=True, slots=True)
+class AsyncSugar:
+    """A fact for the printer, on an async-wrapped computation the text wrote as sugar
+    (``<base>-start``/``-update``/``-done``): while the computation is one op over its parameters
+    it prints as that sugar, not as a computation of its own."""
+
+    #: The wrapped op's opcode as read (``call`` for a computation a pass expanded and `call` wraps).
+    base: str
+    #: The start's attribute names in the order read: the sugar prints in it while the op is `base`.
+    order: tuple[str, ...]
+
+
 #: Attributes whose value is a list of instructions of the same computation.
 INSTRUCTION_LIST_ATTRIBUTES: frozenset[str] = frozenset({"control-predecessors"})
 
@@ -174,6 +187,8 @@ class Computation:
         #: A fact for the printer: how many edits this computation has had since its text was read
         #: (`mark_as_read`); one that has had some prints in XLA's post order, as XLA prints what it edited.
         self.edits = 0
+        #: How the text wrote this async-wrapped computation, if as sugar (`async_form.unwrap_sugar`).
+        self.sugar: AsyncSugar | None = None
         #: Whether any instruction has control predecessors; None until first asked. A rewrite of a
         #: computation without control edges then skips the scans for them (O(1), not O(n), per edit).
         self._control_edges: bool | None = None
@@ -503,6 +518,7 @@ class Module:
                 new.append(twin)
             if old.root is not None:
                 new.set_root(instructions[old.root])
+            new.sugar = old.sugar
             new.edits = old.edits  # a copy is as edited as its original, not a computation built anew
             copy.add_computation(new)
         return copy

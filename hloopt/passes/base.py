@@ -18,10 +18,11 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.errors import HloError, Subject, about
+from hloopt.ir.async_form import printed_as_sugar
 from hloopt.ir.builder import Builder
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, tuple_elements
-from hloopt.passes.async_ops import unwrapped_async
+from hloopt.passes.async_ops import async_kept_single
 from hloopt.passes.registry import row_for
 
 #: (an instruction the pass made or rewrote, the instruction of its input it stands for), by name.
@@ -101,10 +102,10 @@ def provenance_of(source: Instruction, made: Iterable[Instruction]) -> Provenanc
 
 
 def _as_written(module: Module, provenance: Provenance, written_as: dict[str, str]) -> Provenance:
-    """`provenance` in the names the texts hold: an input instruction the pass saw unwrapped from async
-    sugar is the sugared one, and so is an output one when the sugar was put back; one that stays
-    explicit (the pass edited its wrapped computation) comes from the sugared one too."""
-    present = {instruction.name for instruction in module.instructions()}
+    """`provenance` in the names the texts hold: an instruction inside a computation read as async sugar
+    (`written_as`, from the computations' `sugar` facts) is the sugared start in the input, and in the
+    output too while it prints as sugar; one printed in an expanded computation comes from that start."""
+    present = {i.name for c in module.computations if not printed_as_sugar(c) for i in c.instructions}
     pairs = [(new if new in present else written_as.get(new, new), written_as.get(old, old)) for new, old in provenance]
     made = {new for new, _ in pairs}
     pairs += [(name, start) for name, start in written_as.items() if name in present and name not in made]
@@ -138,13 +139,14 @@ class HloPass(ABC):
     def run(self, module: Module) -> PassResult:
         """Rewrite `module` in place and say what changed.
 
-        The pass sees async sugar as the explicit wrapped op (`unwrapped_async`). Where its
-        edits print is the printer's to decide (from the IR's edit counts).
+        The pass sees async ops in their one explicit form; an async computation it expanded is
+        wrapped in a call afterwards (`async_kept_single`). Where its edits print is the printer's
+        to decide (from the IR's facts).
 
         An exception other than an `HloError` becomes a `PassError` naming the pass.
         """
         try:
-            with unwrapped_async(module) as written_as:
+            with async_kept_single(module) as written_as:
                 result = self.run_on_module(module)
         except HloError:
             raise
@@ -202,9 +204,8 @@ class OpExpanderPass(HloPass):
         return PassResult(rewritten > 0, rewritten, tuple(warnings), tuple(provenance))
 
     def matches(self, module: Module, shapes: ShapeResolver | None = None) -> list[Instruction]:
-        if shapes is None:  # called from outside `run`: look into async sugar too
-            with unwrapped_async(module):
-                return self.matches(module, ShapeResolver(module))
+        if shapes is None:  # called from outside `run`
+            shapes = ShapeResolver(module)
         found: list[Instruction] = []
         for computation in module.computations:
             matched = {i for i in computation.instructions if self._matches(i, shapes)}

@@ -36,7 +36,6 @@ from hloopt.ir.shape import (
     literal_parts,
     map_leaves,
 )
-from hloopt.passes.async_ops import unwrapped_async
 from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
 
 #: CSWTCH_446 @ VA 0x410830, indexed by code − 0x13 (the 16th byte is outside the range check).
@@ -192,9 +191,8 @@ class UpcastAllToFP32(HloPass):
     """Every F16/BF16/F64/FP8/FP4 value and constant → F32, in every computation; the entry layout follows."""
 
     def matches(self, module: Module) -> list[Instruction]:
-        with unwrapped_async(module):
-            shapes = ShapeResolver(module)
-            return [i for c in module.computations for i in plan_computation(c, shapes).instructions()]
+        shapes = ShapeResolver(module)
+        return [i for c in module.computations for i in plan_computation(c, shapes).instructions()]
 
     def run_on_module(self, module: Module) -> PassResult:
         shapes = ShapeResolver(module)

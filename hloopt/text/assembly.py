@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from hloopt.errors import HloParseError
+from hloopt.ir.async_form import unwrap_sugar
 from hloopt.ir.module import Computation, ComputationList, Instruction, InstructionList, Module
 from hloopt.ir.opcodes import COMPUTATION_LIST_ATTRIBUTES
 from hloopt.ir.shape import ArrayShape, TupleShape
@@ -276,6 +277,7 @@ class Assembly:
         except InvalidHlo as issue:
             raise self._locations.fail(issue) from None
         read_attributes(module)
+        unwrap_sugar(module)  # after validation, whose messages point into the sugar as written
         for computation in module.computations:
             computation.mark_as_read()
         return module

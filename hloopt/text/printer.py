@@ -7,7 +7,8 @@ line. Attribute values hloopt does not model are printed exactly as parsed.
 The printer decides the layout from facts the IR keeps: an instruction's attributes print
 in the order written while `Instruction.written_order` holds, else in XLA's order; a
 computation's instructions as listed until it is edited (`Computation.edits`), then in
-XLA's post order.
+XLA's post order; an async op the text wrote as sugar (`ir.async_form`) as that sugar while its
+wrapped computation is one op, which then is not printed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import NamedTuple
 
+from hloopt.ir.async_form import printed_as_sugar, sugared
 from hloopt.ir.attribute_values import is_true
 from hloopt.ir.module import (
     AttributeValue,
@@ -144,34 +147,49 @@ def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> s
 
 def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
     """One instruction line, without indentation."""
-    line = _head(instruction, is_root, shape_texts)
+    spelling = _spelling(instruction)
+    line = _head(instruction, is_root, shape_texts, spelling.opcode)
     if instruction.literal is not None:
         line += instruction.literal.text
     elif instruction.parameter_number is not None:
         line += str(instruction.parameter_number)
     else:
         line += _operand_list(instruction.operands)
-    return line + _tail(instruction)
+    return line + _tail(spelling)
 
 
-def _head(instruction: Instruction, is_root: bool, shape_texts: _ShapeTexts | None) -> str:
+class _Spelling(NamedTuple):
+    """How an instruction is written: an async op read as sugar is sugar again while it can be."""
+
+    opcode: str
+    attributes: dict[str, AttributeValue]
+    written_order: bool
+
+
+def _spelling(instruction: Instruction) -> _Spelling:
+    if instruction.opcode.startswith("async-") and (sugar := sugared(instruction)) is not None:
+        return _Spelling(*sugar)
+    return _Spelling(instruction.opcode, instruction.attributes, instruction.written_order)
+
+
+def _head(instruction: Instruction, is_root: bool, shape_texts: _ShapeTexts | None, opcode: str) -> str:
     """An instruction line up to its `(`."""
     shape = instruction.shape
     head = "ROOT %" if is_root else "%"
     if shape is not None:
-        return f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {instruction.opcode}("
-    return f"{head}{instruction.name} = {instruction.opcode}("
+        return f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {opcode}("
+    return f"{head}{instruction.name} = {opcode}("
 
 
-def _tail(instruction: Instruction) -> str:
+def _tail(spelling: _Spelling) -> str:
     """An instruction line from the `)` of its operands (or literal) on."""
-    if not instruction.attributes:
+    written = spelling.attributes
+    if not written:
         return ")"
-    written = instruction.attributes
     items = (
         written.items()
-        if instruction.written_order
-        else [(key, written[key]) for key in xla_attribute_order(instruction.opcode, written)]
+        if spelling.written_order
+        else [(key, written[key]) for key in xla_attribute_order(spelling.opcode, written)]
     )
     attributes = [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
     return ")" + "".join(attributes)
@@ -209,10 +227,11 @@ def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bo
     for instruction in _instruction_order(computation):
         literal = instruction.literal
         if stream and literal is not None and literal.is_large:
-            lines.append("  " + _head(instruction, instruction is root, texts))
+            spelling = _spelling(instruction)
+            lines.append("  " + _head(instruction, instruction is root, texts, spelling.opcode))
             yield "\n".join(lines)
             yield from literal.text_pieces()
-            lines = [_tail(instruction)]  # the rest of the literal's line, joined to the lines after it
+            lines = [_tail(spelling)]  # the rest of the literal's line, joined to the lines after it
         else:
             lines.append("  " + print_instruction(instruction, instruction is root, texts))
     closing = "}"
@@ -239,6 +258,7 @@ def _module_pieces(module: Module, stream: bool) -> Iterator[str]:
         yield "\n\n" + module.stack_frames + "\n"
     shape_texts = _ShapeTexts()
     for computation in module.computations:
-        yield "\n\n"
-        yield from _computation_pieces(computation, shape_texts, stream)
+        if not printed_as_sugar(computation):
+            yield "\n\n"
+            yield from _computation_pieces(computation, shape_texts, stream)
     yield "\n\n"

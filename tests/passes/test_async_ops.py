@@ -93,3 +93,44 @@ def test_provenance_names_sugar_as_written() -> None:
     names = {i.name for i in module.instructions()}
     assert result.provenance and all(old == "ds" for _, old in result.provenance)
     assert all(new in names for new, _ in result.provenance)
+
+
+def test_names_in_an_expanded_computation_do_not_depend_on_the_passes_before() -> None:
+    """The sugar is taken apart once, when the text is read: a pass run earlier does not rename what a
+    later one expands (`ds.param`, not `ds.param.1`)."""
+    alone, after_others = parse(SUGAR_DOT, "t"), parse(SUGAR_DOT, "t")
+    run_passes(alone, "neuron-int-matmul-downcast")
+    run_passes(after_others, "simplify-converts,upcast-all-to-fp32,neuron-int-matmul-downcast")
+    assert alone.to_text() == after_others.to_text()
+    assert "%ds.param = s8[4,8]{1,0} parameter(0)" in alone.to_text()
+
+
+SEVERAL = hlo("""
+    HloModule m
+
+    ENTRY main {
+      a = s8[4,8]{1,0} parameter(0)
+      b = s8[8,2]{1,0} parameter(1)
+      p = f32[10]{0} parameter(2)
+      st = ((f32[10]{0}), f32[10]{0}, s32[]) custom-call-start(p), metadata={op_name="x"}, custom_call_target="foo"
+      ds = ((s8[4,8]{1,0}, s8[8,2]{1,0}), s32[4,2]{1,0}, s32[]) dot-start(a, b), rhs_contracting_dims={0}, lhs_contracting_dims={1}
+      dd = s32[4,2]{1,0} dot-done(ds)
+      d = f32[10]{0} custom-call-done(st)
+      ROOT t = (s32[4,2]{1,0}, f32[10]{0}) tuple(dd, d)
+    }
+""")
+
+
+def test_several_chains_one_expanded_one_untouched() -> None:
+    module = parse(SEVERAL, "t")
+    before = module.to_text()
+    result = lookup("neuron-int-matmul-downcast").create().run(module)
+    text = module.to_text()
+    untouched = next(line for line in before.splitlines() if "custom-call-start" in line)
+    assert untouched in text and "custom-call-done(%st)" in text  # as read, attribute order included
+    assert "call-start(%a, %b), to_apply=%ds.wrapped" in text and "call-done(%ds)" in text
+    assert "st.wrapped" not in text and "ds.wrapped.async" not in text  # the call's own computation is sugar
+    assert result.provenance and {old for _, old in result.provenance} == {"ds"}
+    # each new instruction printed inside the expanded computation stands for the sugared start
+    assert {new for new, _ in result.provenance} >= {"ds.param", "ds.param.1", "convert", "dot"}
+    assert module.to_text() == parse(text, "t").to_text()  # and what it printed reads back the same
