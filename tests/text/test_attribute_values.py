@@ -497,6 +497,9 @@ _TYPED_ATTRIBUTE = re.compile(
 )
 
 
+_UNREDUCED_DEFAULT = ' metadata={op_type="sdy::reduction_op" op_name="SUM"}'
+
+
 @pytest.fixture(scope="module")
 def xla_prints() -> list[str | HloError]:
     return canonical_in_subprocess(_CASES)
@@ -513,7 +516,9 @@ def test_a_value_prints_as_xla_prints_it(index: int, xla_prints: list[str | HloE
     assert isinstance(printed, str), printed
     root = parse(_CASES[index]).entry.root
     assert isinstance(root, Instruction)
-    xla_line = _root_line(printed.split("ENTRY", 1)[1])
+    # jaxlib 0.12 gives an unreduced sharding read without metadata its default reduction's (SUM); that is
+    # XLA's reading of the same text, which hloopt keeps as read
+    xla_line = _root_line(printed.split("ENTRY", 1)[1]).replace(_UNREDUCED_DEFAULT, "")
     compared = 0
     for key, value in root.attributes.items():
         if not _TYPED_ATTRIBUTE.search(f", {key}="):
