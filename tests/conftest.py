@@ -101,6 +101,17 @@ def sampled(values: Iterable[object], every: int, *, unpack: bool = False) -> li
     return [value if i % every == 0 else slow(value) for i, value in enumerate(values)]
 
 
+def selected(request: pytest.FixtureRequest, name: str) -> list[object]:
+    """The values of parameter `name` in the tests of the requesting module that this run selected, so that a
+    module-scoped fixture judging a sampled sweep through XLA judges only the slice that runs."""
+    values: list[object] = []
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if item.module is request.module and callspec is not None and name in callspec.params:  # type: ignore[attr-defined]
+            values.append(callspec.params[name])
+    return list(dict.fromkeys(values))
+
+
 def _named_files(config: pytest.Config) -> set[Path]:
     """Test files named on the command line (alone or as ``file::test``): they run whole, whatever their tier."""
     named: set[Path] = set()
@@ -128,6 +139,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, absent when xdist is not loaded
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two test workers per core. Most of a slow test's time is spent waiting for processes it
+    started (an XLA worker importing jax, a CLI run), and one worker per core left the core idle meanwhile."""
+    return 2 * len(os.sched_getaffinity(0))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -191,6 +191,7 @@ def test_try_repo_check_fails_on_the_staged_non_canonical_modules_and_changes_no
     assert texts(project) == before
 
 
+@pytest.mark.slow  # CI runs it; the fast tier keeps the format-then-check test
 def test_check_passes_on_a_canonical_module(project: Path, offline: dict[str, str]) -> None:
     done = pre_commit("run", "hloopt-check", "--files", "good.hlo", "notes.txt", cwd=project, env=offline)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -181,6 +181,7 @@ def _steps(workflow: dict[str, object], job: str) -> list[dict[str, object]]:
     return steps
 
 
+@pytest.mark.slow  # CI runs it; the fast tier keeps the Slurm array script
 def test_the_github_actions_matrix(tree: Path, tmp_path: Path, on_path: dict[str, str]) -> None:
     """The workflow loads as YAML; its hloopt steps, with the matrix filled in, run and merge for real."""
     import yaml  # in the test extra

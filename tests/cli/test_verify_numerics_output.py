@@ -108,6 +108,7 @@ def test_over_tolerance_writes_the_output_and_says_so(tmp_path: Path, monkeypatc
     assert Path("out.hlo").read_text() == as_file(written.stdout)
 
 
+@pytest.mark.slow  # CI runs it; the fast tier keeps the single-file tests of the same rule
 def test_a_batch_writes_each_file_by_the_same_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """-o OUTDIR, then --in-place: the unrunnable and the XLA-refused files get nothing, the good one its output."""
     monkeypatch.chdir(tmp_path)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import sampled
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -40,7 +41,7 @@ print(json.dumps(runs + [hloopt.execute(double, [np.ones(2, np.float32)])[0].tol
 """
 
 
-@pytest.mark.parametrize("verify", ["verify", "plain"], ids=["--verify-numerics", "without"])
+@pytest.mark.parametrize("verify", sampled(["verify", "plain"], 2), ids=["--verify-numerics", "without"])
 def test_a_batch_from_a_program_that_holds_jax_forks_nothing(tmp_path: Path, verify: str) -> None:
     modules = tmp_path / "modules"
     modules.mkdir()

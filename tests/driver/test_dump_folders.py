@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import sampled
 
 from hloopt import batch as public_batch
 
@@ -44,7 +45,9 @@ def report_of(path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "flags", [(), ("--xla_dump_hlo_as_proto", "--xla_dump_hlo_as_text")], ids=["default dump", "proto and text"]
+    "flags",
+    sampled([(), ("--xla_dump_hlo_as_proto", "--xla_dump_hlo_as_text")], 2),
+    ids=["default dump", "proto and text"],
 )
 def test_an_xla_dump_folder_as_it_is(tmp_path: Path, flags: tuple[str, ...]) -> None:
     dump = xla_dump(tmp_path / "dump", *flags)
@@ -132,6 +135,7 @@ def test_named_files_are_never_skipped(tmp_path: Path) -> None:
     assert f"hloopt: error: {report}:1:17:" in result.stderr
 
 
+@pytest.mark.slow  # CI runs it; the fast tier keeps the XLA dump folder
 def test_a_neuron_compile_cache(tmp_path: Path) -> None:
     """The cache's layout: neuronxcc-VERSION/MODULE_HASH+FLAGS/ with the module as a bare HloModuleProto
     (model.hlo_module.pb) beside its NEFF, its compiler flags and a done marker."""

@@ -98,6 +98,7 @@ def rewrite(path: Path, change: Any) -> None:
     path.write_text(json.dumps(data))
 
 
+@pytest.mark.slow  # CI runs it; the fast tier keeps the merge of real shards
 def test_reports_that_are_not_the_shards_of_one_run_are_refused(tree: Path, tmp_path: Path) -> None:
     r1, r2, r3 = shards(tree, 3)
     halves = shards(tree, 2)

@@ -13,6 +13,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from conftest import sampled
 
 from hloopt.errors import HloParseError
 from hloopt.ir import literal as literal_module
@@ -105,7 +106,7 @@ def test_long_negative_nan_keeps_its_sign() -> None:
     assert np.signbit(decoded[0]) and np.isnan(decoded[0]) and decoded[1] == 1
 
 
-@pytest.mark.parametrize("element_type", ["f32", "bf16"])
+@pytest.mark.parametrize("element_type", sampled(["f32", "bf16"], 2))
 def test_decoding_and_printing_hold_no_string_per_element(element_type: str) -> None:
     """Before: a 2M-element constant's decode held a token string per element (about 60 bytes each)."""
     count = 2_000_000

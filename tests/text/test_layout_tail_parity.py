@@ -9,6 +9,7 @@ in a crash-isolated worker (it aborts on some, which counts as a refusal).
 from __future__ import annotations
 
 import pytest
+from conftest import sampled, selected
 
 from hloopt import parse
 from hloopt.errors import HloParseError
@@ -52,19 +53,21 @@ def _printed_shape(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def xla_prints() -> dict[str, str | None]:
-    verdicts = canonical_in_subprocess([_module(tail) for tail in _TAILS])
+def xla_prints(request: pytest.FixtureRequest) -> dict[str, str | None]:
+    tails = [str(tail) for tail in selected(request, "tail")]
+    verdicts = canonical_in_subprocess([_module(tail) for tail in tails])
     return {
-        tail: _printed_shape(out) if isinstance(out, str) else None for tail, out in zip(_TAILS, verdicts, strict=True)
+        tail: _printed_shape(out) if isinstance(out, str) else None for tail, out in zip(tails, verdicts, strict=True)
     }
 
 
-def test_there_are_enough_cases_of_both_verdicts(xla_prints: dict[str, str | None]) -> None:
-    accepted = sum(printed is not None for printed in xla_prints.values())
-    assert len(xla_prints) > 400 and 100 < accepted < len(xla_prints) - 100
+@pytest.mark.slow  # a property of the whole sweep, which the fast tier samples
+def test_there_are_enough_cases_of_both_verdicts() -> None:
+    accepted = sum(isinstance(out, str) for out in canonical_in_subprocess([_module(tail) for tail in _TAILS]))
+    assert len(_TAILS) > 400 and 100 < accepted < len(_TAILS) - 100
 
 
-@pytest.mark.parametrize("tail", _TAILS)
+@pytest.mark.parametrize("tail", sampled(_TAILS, 3))
 def test_a_layout_tail_is_accepted_exactly_where_xla_accepts_it(tail: str, xla_prints: dict[str, str | None]) -> None:
     try:
         module = parse(_module(tail))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from conftest import sampled, selected
 
 from hloopt import parse
 from hloopt.errors import HloParseError
@@ -41,11 +42,13 @@ def _hloopt_accepts(text: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def xla_verdicts() -> dict[str, bool]:
-    texts = [_module(value) for value in _VALUES]
-    return {value: isinstance(out, str) for value, out in zip(_VALUES, canonical_in_subprocess(texts), strict=True)}
+def xla_verdicts(request: pytest.FixtureRequest) -> dict[str, bool]:
+    values = [str(value) for value in selected(request, "value")]
+    texts = [_module(value) for value in values]
+    return {value: isinstance(out, str) for value, out in zip(values, canonical_in_subprocess(texts), strict=True)}
 
 
-@pytest.mark.parametrize("value", _VALUES)
+# Many values abort XLA, each costing a fresh worker: the fast tier judges every third.
+@pytest.mark.parametrize("value", sampled(_VALUES, 3))
 def test_result_accuracy_is_accepted_exactly_where_xla_accepts_it(value: str, xla_verdicts: dict[str, bool]) -> None:
     assert _hloopt_accepts(_module(value)) == xla_verdicts[value]

@@ -114,6 +114,7 @@ def test_hloopt_execute_without_a_pool_runs_in_a_worker_of_its_own(modules: dict
     _assert_like_jax("inv", hloopt.execute(modules["inv"], [_A]))
 
 
+@pytest.mark.slow  # CI runs it; the fast tier keeps hloopt.execute of every module
 def test_hloopt_compare_finds_them_bit_identical_to_themselves(modules: dict[str, str]) -> None:
     with IsolatedPool(1) as pool:
         for name, text in modules.items():
@@ -121,7 +122,7 @@ def test_hloopt_compare_finds_them_bit_identical_to_themselves(modules: dict[str
             assert report.ok and report.bit_identical, name
 
 
-@pytest.mark.parametrize("name", sampled(sorted(CASES), 12))  # each is a new process: in-process above
+@pytest.mark.parametrize("name", sampled(sorted(CASES), 18))  # each is a new process: in-process above
 def test_hloopt_exec_runs_them_like_jax_jit(name: str, modules: dict[str, str], tmp_path: Path) -> None:
     module = tmp_path / f"{name}.hlo"
     module.write_text(modules[name])
@@ -149,6 +150,7 @@ def test_hloopt_compare_runs_them_all_in_one_file(modules: dict[str, str], tmp_p
     assert " no " not in result.stdout  # every output bit-identical
 
 
+@pytest.mark.slow  # CI runs it; the fast tier keeps the kernels of the common decompositions
 def test_jaxlib_cpu_kernels_jax_registers_only_on_demand_run_too() -> None:
     """jaxlib's sparse CPU kernel is registered by ``jax.experimental.sparse`` alone, which a worker never
     imports: the bridge registers every CPU target of jaxlib's wrappers, not a list of LAPACK names."""
