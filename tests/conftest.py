@@ -141,13 +141,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, absent when xdist is not loaded
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: two test workers per core. Most of a slow test's time is spent waiting for processes it
-    started (an XLA worker importing jax, a CLI run), and one worker per core left the core idle meanwhile."""
-    return 2 * len(os.sched_getaffinity(0))
-
-
 def pytest_report_header(config: pytest.Config) -> str:
     if every_tier():
         return "tiers: all (HLOOPT_REQUIRE_SHARED=1: ../shared, dask and pre-commit required)"
