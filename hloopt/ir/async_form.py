@@ -14,6 +14,11 @@ from hloopt.ir.module import AsyncSugar, AttributeValue, Computation, Instructio
 from hloopt.ir.opcodes import ASYNC_OWN_ATTRIBUTES, GENERIC_ATTRIBUTES, base_opcode
 from hloopt.ir.shape import TupleShape
 
+#: Ops the IR holds by a field, not by operands (a parameter's number, a constant's literal): XLA prints a
+#: wrapped one as sugar over the start's operands (``parameter-start(%p0, %p1)``, as a verifier test
+#: writes it), which no instruction of the IR can stand for, so such a chain stays as written.
+_KEPT_AS_WRITTEN = frozenset({"parameter", "constant"})
+
 #: The start's attributes XLA also sets on the op it wraps.
 SHARED_WITH_WRAPPED = frozenset({"metadata", "frontend_attributes"})
 
@@ -31,7 +36,7 @@ def _unwrap(module: Module, computation: Computation, start: Instruction) -> Non
     except KeyError:
         return
     shape = start.shape
-    if suffix != "-start" or not isinstance(shape, TupleShape) or len(shape.elements) < 2:
+    if suffix != "-start" or base in _KEPT_AS_WRITTEN or not isinstance(shape, TupleShape) or len(shape.elements) < 2:
         return
     operand_shapes = shape.elements[0]
     if not isinstance(operand_shapes, TupleShape) or len(operand_shapes.elements) != len(start.operands):
