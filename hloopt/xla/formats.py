@@ -96,7 +96,7 @@ def proto_to_text(
     """XLA's print of a serialized HloModuleProto (metadata, names and constants intact), read in a worker."""
     from hloopt.xla.bridge import isolated_call
 
-    printed = isolated_call(_proto_printed, data, path, timeout=limit(timeout), label=path, pool=pool)
+    printed = isolated_call(_proto_printed, data, path, timeout=limit(timeout), label=path, pool=pool, jax=False)
     return _callees_first(printed, path)
 
 
@@ -336,7 +336,9 @@ def dump(
         raise HloError(f"hloopt does not write {fmt.value} files")
     from hloopt.xla.bridge import isolated_call
 
-    converted: str | bytes = isolated_call(_converted, text, fmt, name, timeout=limit(timeout), label=name, pool=pool)
+    converted: str | bytes = isolated_call(
+        _converted, text, fmt, name, timeout=limit(timeout), label=name, pool=pool, jax=fmt is Format.STABLEHLO
+    )
     return converted
 
 
