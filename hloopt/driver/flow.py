@@ -436,7 +436,7 @@ def _output_format(job: Job, options: FileOptions, read: Format, target: str) ->
     """What `target` is written as: --output-format, else a batch member's input format, else -o's extension."""
     if options.output_format is not None or (job.relative is None and not options.in_place):
         return formats.output_format(target, options.output_format)
-    if read is Format.PROTO_WRAPPER:
+    if read in (Format.PROTO_WRAPPER, Format.SNAPSHOT):
         return Format.PROTO  # hloopt writes the module, not XLA's dump wrapper around it
     if read is Format.STABLEHLO_BYTECODE:
         return Format.STABLEHLO
