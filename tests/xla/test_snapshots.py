@@ -93,7 +93,13 @@ def test_every_element_type_jaxlib_writes_is_read_bit_for_bit(tmp_path: Path) ->
         raw = saved[name].tobytes()
         assert argument.array.tobytes() == raw, name
         assert first.array.tobytes() == raw, name
-        assert reversed_.array.tobytes() == argument.array[::-1].tobytes(), name
+        # A computed output: jaxlib 0.12 quiets a NaN the reversal moves (0x7f for 0xff in f8e5m2).
+        expected = np.ascontiguousarray(argument.array[::-1])
+        nan = np.isnan(expected.astype(np.complex128))
+        bits = expected.view(np.uint8).reshape(expected.size, -1) == reversed_.array.view(np.uint8).reshape(
+            expected.size, -1
+        )
+        assert np.all(bits.all(axis=1) | nan), name
 
 
 def test_a_snapshot_loads_as_its_module_with_its_inputs(jax_snapshots: dict[str, Path]) -> None:

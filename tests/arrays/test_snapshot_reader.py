@@ -1,7 +1,7 @@
 """The HloSnapshot reader without jax: LiteralProtos built here, field by field, for every element type
 of the table; tuples, layouts, packed and unpacked repeated fields, and what a broken file says.
 
-The same reader against the literals jaxlib itself writes is tests/xla/test_snapshots.py."""
+The same reader against the literals jaxlib itself writes: tests/xla/test_snapshots.py."""
 
 from __future__ import annotations
 
