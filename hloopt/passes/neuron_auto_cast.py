@@ -30,7 +30,7 @@ from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import FLOAT_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
-from hloopt.ir.opcodes import BY_NAME, Elementwise
+from hloopt.ir.opcodes import ROWS, Elementwise
 from hloopt.ir.shape import ArrayShape, Shape, leaf_shapes
 from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
@@ -60,8 +60,12 @@ MATMUL = frozenset({"dot", "convolution"})
 ACCUMULATING = frozenset({"reduce", "reduce-window", "dot", "convolution"})
 #: Float types below F32 that an accumulation runs in natively (the device's, with an HLO element type).
 LOW_PRECISION = frozenset({"bf16", "f16", "f8e4m3", "f8e4m3fn", "f8e5m2", "f8e3m4"})
-#: Elementwise kinds that compute (a convert is a cast, not an op the table lists).
-_COMPUTING = frozenset(kind for kind in Elementwise if kind not in (Elementwise.NONE, Elementwise.CONVERT))
+#: The opcodes a plan lists: accumulations and the elementwise ops that compute (a convert is a cast).
+LISTED = ACCUMULATING | frozenset(
+    row.name for row in ROWS if row.elementwise not in (Elementwise.NONE, Elementwise.CONVERT)
+)
+#: Opcodes that call computations.
+_CALLING = frozenset(row.name for row in ROWS if row.callees)
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ class Decision:
 
 def listed(instruction: Instruction) -> bool:
     """The ops a plan decides on: dots, convolutions, reduces, reduce-windows and computing elementwise ops."""
-    return instruction.opcode in ACCUMULATING or BY_NAME[instruction.opcode].elementwise in _COMPUTING
+    return instruction.opcode in LISTED
 
 
 def stamped(instruction: Instruction) -> bool:
@@ -88,15 +92,21 @@ def stamped(instruction: Instruction) -> bool:
     return isinstance(value, FrontendAttributes) and STAMP_KEY in value
 
 
-def _types(shape: Shape | None) -> set[str]:
-    return {leaf.element_type for leaf in leaf_shapes(shape)} if shape is not None else set()
+def _types(shape: Shape | None) -> frozenset[str]:
+    if isinstance(shape, ArrayShape):
+        return _ONE_TYPE.get(shape.element_type) or frozenset((shape.element_type,))
+    return frozenset(leaf.element_type for leaf in leaf_shapes(shape)) if shape is not None else frozenset()
+
+
+_ONE_TYPE = {name: frozenset((name,)) for name in ("f32", "bf16", "f16", "s32", "pred")}
 
 
 def _callers(module: Module) -> dict[Computation, list[Instruction]]:
     found: dict[Computation, list[Instruction]] = {}
     for instruction in module.instructions():
-        for callee in instruction.called_computations():
-            found.setdefault(callee, []).append(instruction)
+        if instruction.opcode in _CALLING or instruction.opcode not in LISTED:
+            for callee in instruction.called_computations():
+                found.setdefault(callee, []).append(instruction)
     return found
 
 
@@ -117,6 +127,7 @@ def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, De
     """
     shapes = ShapeResolver(module)
     callers = _callers(module)
+    free = _free_reducers(callers)
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
     for computation in reversed(module.computations):
@@ -126,7 +137,7 @@ def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, De
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
                     plan[instruction] = Decision(reason="io")
             elif listed(instruction):
-                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], callers)
+                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free)
     return plan, inherited
 
 
@@ -148,40 +159,50 @@ def _from_parent(caller: Instruction, inherited: Inheritance) -> Decision | None
     return inherited.get(caller.parent) if caller.parent is not None else None
 
 
+_INTEGER = Decision(reason="integer")
+_STAMPED = Decision(reason="stamped")
+_NOT_COVERED = Decision(reason="not-covered")
+_ACCUMULATING = Decision(accumulate_f32=True)
+_F32 = frozenset(("f32",))
+
+
 def _decide(
     instruction: Instruction,
     shapes: ShapeResolver,
     options: NeuronAutoCast,
     inherited: Decision | None,
-    callers: dict[Computation, list[Instruction]],
+    free: set[Computation],
 ) -> Decision:
     result = _types(shapes(instruction))
     operands = [_types(shapes(o)) for o in instruction.operands]
-    if not (result.union(*operands) & FLOAT_TYPES):
-        return Decision(reason="integer")
+    every = result.union(*operands)
+    if every.isdisjoint(FLOAT_TYPES):
+        return _INTEGER
     if stamped(instruction):
-        return Decision(reason="stamped")
+        return _STAMPED
     if inherited is not None:
         return inherited
     opcode = instruction.opcode
-    accumulates = options.accumulate == "f32" and opcode in ACCUMULATING and _reducer_free(instruction, callers)
-    if options.mode == "all" and "f32" in result.union(*operands) and not is_boundary(instruction, shapes):
+    accumulates = (
+        options.accumulate == "f32" and opcode in ACCUMULATING and free.issuperset(instruction.called_computations())
+    )
+    if options.mode == "all" and "f32" in every and not is_boundary(instruction, shapes):
         return Decision(options.type, accumulates)
-    if options.mode == "matmult" and opcode in MATMUL and all(t == {"f32"} for t in operands[:2]) and result == {"f32"}:
+    if options.mode == "matmult" and opcode in MATMUL and result == _F32 and all(t == _F32 for t in operands[:2]):
         return Decision(options.type)
     if accumulates and result and result <= LOW_PRECISION:
-        return Decision(accumulate_f32=True)
-    return Decision(reason="not-covered")
+        return _ACCUMULATING
+    return _NOT_COVERED
 
 
-def _reducer_free(instruction: Instruction, callers: dict[Computation, list[Instruction]]) -> bool:
-    """A reducer can accumulate in F32 only when nothing but unstamped reduces and reduce-windows call it
-    (the pass retypes the computation itself)."""
-    return all(
-        c.opcode in ("reduce", "reduce-window") and not stamped(c)
-        for callee in instruction.called_computations()
-        for c in callers.get(callee, [])
-    )
+def _free_reducers(callers: dict[Computation, list[Instruction]]) -> set[Computation]:
+    """Reducers that can accumulate in F32: nothing but unstamped reduces and reduce-windows call them (the pass
+    retypes the computation itself)."""
+    return {
+        callee
+        for callee, found in callers.items()
+        if all(c.opcode in ("reduce", "reduce-window") and not stamped(c) for c in found)
+    }
 
 
 @dataclass(frozen=True)
@@ -210,19 +231,29 @@ class NeuronAutoCast(HloPass):
         elif self.mode == "all":
             provenance += _round_all(module, plan)
         provenance += _accumulate_in_f32(module, plan, inherited)
+        stamps: dict[tuple[object, str], FrontendAttributes] = {}
         for instruction, decision in changing.items():
-            _stamp(instruction, decision.cast or "f32")
+            _stamp(instruction, decision.cast or "f32", stamps)
         return PassResult(True, len(changing), provenance=tuple(provenance))
 
 
 # --------------------------------------------------------------------------- casting
 
 
-def _stamp(instruction: Instruction, value: str) -> None:
-    try:
-        stamp = with_frontend_attribute(instruction.attributes.get("frontend_attributes"), STAMP_KEY, value)
-    except MapSyntaxError as err:
-        raise HloError(f"%{instruction.name}: cannot read its frontend attributes: {err}") from None
+def _stamp(
+    instruction: Instruction, value: str, made: dict[tuple[object, str], FrontendAttributes] | None = None
+) -> None:
+    """Add ``auto_cast="value"``; `made` shares one attribute value among ops that had the same (most had none)."""
+    current = instruction.attributes.get("frontend_attributes")
+    key = (current, value)
+    stamp = made.get(key) if made is not None else None
+    if stamp is None:
+        try:
+            stamp = with_frontend_attribute(current, STAMP_KEY, value)
+        except MapSyntaxError as err:
+            raise HloError(f"%{instruction.name}: cannot read its frontend attributes: {err}") from None
+        if made is not None:
+            made[key] = stamp
     instruction.set_attributes(instruction.attributes | {"frontend_attributes": stamp}, merged=True)
 
 
