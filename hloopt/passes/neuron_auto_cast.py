@@ -269,10 +269,12 @@ def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage
 
 
 def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | None) -> list[tuple[str, str]]:
-    """Each cast dot's and convolution's two operands cast (one cast per operand and computation)."""
+    """Each cast dot's and convolution's two operands cast (one cast per operand and computation) and read back
+    as F32: XLA's CPU refuses some bf16 × bf16 → f32 dots (DotThunk), and widening is exact, so the products
+    and the f32 sum are those of the narrow operands."""
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
-    for instruction, decision in changing.items():
+    for instruction, decision in reversed(changing.items()):
         if decision.cast is None:
             continue
         for operand in dict.fromkeys(instruction.operands[:2]):
@@ -280,7 +282,8 @@ def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | 
                 shape = operand.shape
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
                 builder = Builder.before(instruction)
-                made[operand] = _cast_value(builder, operand, shape, storage)
+                narrow = _cast_value(builder, operand, shape, storage)
+                made[operand] = narrow if storage is None else builder.convert(narrow, shape)
                 provenance += provenance_of(instruction, builder.created)
             instruction.replace_operand(operand, made[operand])
     return provenance
@@ -390,9 +393,8 @@ def _accumulate_in_f32(
     ]
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
-    for instruction in ops:
-        # the matrix engine reads the low-precision operands as they are
-        provenance += _in_f32(instruction, WIDEN, made, operands=instruction.opcode not in MATMUL)
+    for instruction in ops:  # a dot's narrow operands too: XLA's CPU refuses some bf16 × bf16 → f32 dots
+        provenance += _in_f32(instruction, WIDEN, made)
     _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
     return provenance + reducer_provenance
 
@@ -407,17 +409,15 @@ def _engines_in_f32(plan: dict[Instruction, Decision], storage: str) -> list[tup
     provenance: list[tuple[str, str]] = []
     for instruction, decision in plan.items():
         if decision.cast is not None and instruction.opcode not in ACCUMULATING:
-            provenance += _in_f32(instruction, widen, made, operands=True)
+            provenance += _in_f32(instruction, widen, made)
     return provenance
 
 
-def _in_f32(
-    instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction], *, operands: bool
-) -> list[tuple[str, str]]:
+def _in_f32(instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction]) -> list[tuple[str, str]]:
     """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`), its result
     F32 and converted back to the narrow type once for its users."""
     provenance: list[tuple[str, str]] = []
-    for operand in dict.fromkeys(instruction.operands) if operands else ():
+    for operand in dict.fromkeys(instruction.operands):
         shape = operand.shape
         if shape is None or not widen.changes(shape):
             continue
