@@ -127,21 +127,7 @@ def test_registry_row_and_options() -> None:
 
 
 def test_a_reducer_a_stamped_reduce_calls_is_stamped_too() -> None:
-    text = hlo("""
-        HloModule pinned_reducer
-
-        sum {
-          a = f32[] parameter(0)
-          b = f32[] parameter(1)
-          ROOT s = f32[] add(a, b)
-        }
-
-        ENTRY main {
-          x = f32[8]{0} parameter(0)
-          z = f32[] constant(0)
-          ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=sum, frontend_attributes={auto_cast="none"}
-        }
-    """)
+    text = F32_SUM.replace("to_apply=sum", 'to_apply=sum, frontend_attributes={auto_cast="none"}')
     module = parse(text, "t.hlo")
     plan = by_name(module, auto_cast_plan(module, NeuronAutoCast("all")))
     assert plan["r"] == plan["s"] == Decision(reason="stamped")
