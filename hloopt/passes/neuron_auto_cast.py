@@ -281,7 +281,7 @@ def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | 
             if operand not in made:
                 shape = operand.shape
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
-                builder = Builder.before(instruction)
+                builder = Builder.after(operand)  # before every user, whichever comes first
                 narrow = _cast_value(builder, operand, shape, storage)
                 made[operand] = narrow if storage is None else builder.convert(narrow, shape)
                 provenance += provenance_of(instruction, builder.created)
