@@ -125,9 +125,12 @@ class Instruction:
         self.literal = literal
         self._edited()
 
-    def set_attributes(self, attributes: dict[str, AttributeValue]) -> None:
-        """Replace the attributes (printed in the dict's order while `written_order` holds)."""
+    def set_attributes(self, attributes: dict[str, AttributeValue], *, merged: bool = False) -> None:
+        """Replace the attributes (printed in the dict's order while `written_order` holds; `merged`: a pass
+        added to what was written, so they print in XLA's order, as XLA prints an attribute it set)."""
         self.attributes = attributes
+        if merged:
+            self.written_order = False
         self._edited()
         if self.parent is not None:
             self.parent.note_control_edges(self)
@@ -192,6 +195,10 @@ class Computation:
         #: Whether any instruction has control predecessors; None until first asked. A rewrite of a
         #: computation without control edges then skips the scans for them (O(1), not O(n), per edit).
         self._control_edges: bool | None = None
+        #: Where instructions were last seen in `instructions`, trusted below `_positions_valid` (an insertion
+        #: or removal lowers it): a pass inserting next to many instructions finds each without a list scan.
+        self._positions: dict[Instruction, int] = {}
+        self._positions_valid = 0
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name}>"
@@ -243,14 +250,28 @@ class Computation:
         return index
 
     def _index(self, anchor: Instruction, near: int | None) -> int:
+        """Where `anchor` is: the hint, a known position (checked, so a stale one only costs a search), or the
+        scan on from the last trusted position, recording what it passes (cheap when edits move forward or
+        backward through the list, as passes do)."""
         instructions = self.instructions
         if near is not None and 0 <= near < len(instructions) and instructions[near] is anchor:
             return near
+        known = self._positions.get(anchor)
+        if known is not None and known < len(instructions) and instructions[known] is anchor:
+            return known
+        positions = self._positions
+        for index in range(self._positions_valid, len(instructions)):
+            positions[instructions[index]] = index
+            if instructions[index] is anchor:
+                self._positions_valid = index + 1
+                return index
+        self._positions_valid = len(instructions)
         return instructions.index(anchor)
 
     def _insert(self, index: int, instruction: Instruction) -> None:
         instruction.parent = self
         self.instructions.insert(index, instruction)
+        self._positions_valid = min(self._positions_valid, index)
         self.edits += 1
         self.note_control_edges(instruction)
 
@@ -274,7 +295,9 @@ class Computation:
         if instruction.users:
             raise ValueError(f"%{instruction.name} still has users")
         instruction.drop_operands()
-        self.instructions.remove(instruction)
+        index = self._index(instruction, None)
+        del self.instructions[index]
+        self._positions_valid = min(self._positions_valid, index)
         instruction.parent = None
         self.edits += 1
 

@@ -203,7 +203,7 @@ FOLD_CASES = [
 def test_folded_bit_identical_under_xla(case: Case) -> None:
     """all passes, then folding: bit-identical to the same passes without folding."""
     text = case.text
-    passes = "all" if case.path.parent.name == "examples" else case.path.stem
+    passes = "all" if case.path.parent.name == "examples" else case.passes
     unfolded = _run(text, passes) if passes != "fold-constant-converts" else text
     folded = (
         _run(text, passes + ",fold-constant-converts") if passes != "fold-constant-converts" else _run(text, passes)

@@ -1,0 +1,101 @@
+"""neuron-auto-cast beside upcast-all-to-fp32 on the same 100,000-instruction module, in one run.
+
+The module is a stack of layers as a jax MLP lowers them (an f32 dot, a bias broadcast and add, a
+ReLU, a row sum through a shared reducer, and a bf16 detour: convert, multiply, convert back), so
+both passes have work: upcast retypes the bf16 values, auto-cast the dots (``matmult``) or every f32
+op (``all``; tf32 under ``all`` writes each rounding as ~15 instructions of bit arithmetic and is left out).
+Each pass runs `--repeat` times on a fresh copy of the parsed module (the copy is not
+timed), interleaved; the best times are compared. Issue 25's goal: a pass of neuron-auto-cast costs
+at most what upcast-all-to-fp32 costs on the module (ratio ≤ 1). Usage:
+
+    python benchmarks/auto_cast.py [--instructions 100000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hloopt.ir.module import Module
+from hloopt.passes.base import HloPass
+from hloopt.passes.registry import lookup
+from hloopt.text.parser import parse
+
+GOAL = 1.0
+#: Instructions one layer adds (see `layer`).
+PER_LAYER = 11
+
+
+def layer(i: int, x: str) -> tuple[list[str], str]:
+    lines = [
+        f"  w{i} = f32[64,64]{{1,0}} parameter({i + 1})",
+        f"  d{i} = f32[16,64]{{1,0}} dot({x}, w{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+        f"  bb{i} = f32[16,64]{{1,0}} broadcast(bias), dimensions={{1}}",
+        f"  a{i} = f32[16,64]{{1,0}} add(d{i}, bb{i})",
+        f"  r{i} = f32[16,64]{{1,0}} maximum(a{i}, zeros)",
+        f"  rs{i} = f32[16]{{0}} reduce(r{i}, zero), dimensions={{1}}, to_apply=sum",
+        f"  hb{i} = bf16[16,64]{{1,0}} convert(r{i})",
+        f"  mb{i} = bf16[16,64]{{1,0}} multiply(hb{i}, hb{i})",
+        f"  nf{i} = f32[16,64]{{1,0}} convert(mb{i})",
+        f"  sb{i} = f32[16,64]{{1,0}} broadcast(rs{i}), dimensions={{0}}",
+        f"  o{i} = f32[16,64]{{1,0}} subtract(nf{i}, sb{i})",
+    ]
+    return lines, f"o{i}"
+
+
+def module_text(instructions: int) -> str:
+    layers = max(1, instructions // PER_LAYER)
+    body = [
+        "  x = f32[16,64]{1,0} parameter(0)",
+        "  bias = f32[64]{0} constant({...})",
+        "  zero = f32[] constant(0)",
+        "  zeros = f32[16,64]{1,0} broadcast(zero), dimensions={}",
+    ]
+    x = "x"
+    for i in range(layers):
+        lines, x = layer(i, x)
+        body += lines
+    body.append(f"  ROOT out = f32[16,64]{{1,0}} negate({x})")
+    reducer = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n\n"
+    return "HloModule mlp\n\n" + reducer + "ENTRY main {\n" + "\n".join(body) + "\n}\n"
+
+
+def seconds(hlo_pass: HloPass, parsed: Module) -> float:
+    copy = parsed.clone()
+    gc.collect()
+    start = time.perf_counter()
+    hlo_pass.run(copy)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--instructions", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    parsed = parse(module_text(args.instructions), "mlp.hlo")
+    count = sum(len(c.instructions) for c in parsed.computations)
+    passes: dict[str, HloPass] = {"upcast-all-to-fp32": lookup("upcast-all-to-fp32").create()}
+    for mode in ("none", "matmult", "all"):
+        passes[f"neuron-auto-cast{{mode={mode}}}"] = lookup("neuron-auto-cast").create({"mode": mode})
+    best = dict.fromkeys(passes, float("inf"))
+    for _ in range(args.repeat):
+        for name, hlo_pass in passes.items():
+            best[name] = min(best[name], seconds(hlo_pass, parsed))
+    reference = best["upcast-all-to-fp32"]
+    print(f"{count} instructions; best of {args.repeat}; goal: ratio to upcast-all-to-fp32 <= {GOAL}")
+    failed = False
+    for name, value in best.items():
+        ratio = value / reference
+        failed |= ratio > GOAL
+        print(f"  {name:42} {value * 1000:9.1f} ms  ratio {ratio:5.2f}{'' if ratio <= GOAL else '  (over the goal)'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
