@@ -211,6 +211,11 @@ class LazyGroup(click.Group):
             "Run A and B on the same inputs and compare outputs: exit 0 all within tolerance, 1 any over, "
             "2 on an error.",
         ),
+        "dtypes": (
+            "hloopt.cli.dtypes:dtypes_command",
+            "List each layer's dots, convolutions, reduces and elementwise groups with their element types before "
+            "and after a Neuron compile's dtype passes, and why the auto-cast left an op alone.",
+        ),
         "cast": ("hloopt.cli.cast:cast_command", "Convert the elements of IN from one dtype to another and write OUT."),
         "report": ("hloopt.cli.report:report_group", "Work with the JSON reports of 'hloopt run --report'."),
     },
