@@ -252,6 +252,8 @@ _BF16_NAN_BITS = (neuron.BF16_NAN << 16, neuron.BF16_NAN << 16)
 #: ±Inf: XLA's saturating float→int convert takes them to MAX and MIN, the device's NaN results (reading 9).
 _INF_BITS = (F32_INF, F32_INF | SIGN)
 _ZERO_BITS = (0, SIGN)
+#: The mantissa bits cast_fp32_to_fp32r drops (spec 002).
+F32R_DROPPED = 12
 
 
 class _Encoder:
@@ -303,6 +305,8 @@ class _Encoder:
         emit, value = self.emit, self.hub.value
         if target.name == "float32":
             return value
+        if target.name == "float32r":
+            return self._f32r()
         if target.name == "float16":
             return emit.convert(self.without_nan(_F16_NAN_BITS, value), element_type)
         if target.name == "bfloat16":
@@ -316,6 +320,17 @@ class _Encoder:
         if target.is_int:
             return emit.convert(value, element_type)
         return emit.bitcast(emit.convert(value, "u8"), element_type)
+
+    def _f32r(self) -> Instruction:
+        """Reading 7 as HLO: RNE dropping the low 12 mantissa bits, in integer arithmetic on the bits."""
+        emit = self.emit
+        bits = emit.bitcast(self.hub.value, "u32")
+        shifted = emit.op("shift-right-logical", "u32", bits, emit.constant("u32", F32R_DROPPED))
+        odd = emit.op("and", "u32", shifted, emit.constant("u32", 1))
+        half = emit.constant("u32", (1 << (F32R_DROPPED - 1)) - 1)
+        biased = emit.op("add", "u32", emit.op("add", "u32", bits, odd), half)
+        kept = emit.op("and", "u32", biased, emit.constant("u32", -(1 << F32R_DROPPED) & 0xFFFFFFFF))
+        return self.without_nan((mf.F32_NAN, mf.F32_NAN), emit.bitcast(kept, "f32"))
 
     def _minifloat(self, fmt: mf.MiniFloat) -> Instruction:
         """The hub rewritten so that XLA's RNE convert gives the device's code (readings 3–6, 14)."""
@@ -333,6 +348,19 @@ class _Encoder:
 
 
 # --------------------------------------------------------------------------- the pass
+
+
+def device_cast(
+    builder: Builder, value: Instruction, shape: ArrayShape, target: str, config: FP8ConversionConfig
+) -> Instruction:
+    """HLO computing CastToNewDType of `value` (of `shape`, a BIR dtype) to `target`, a cast-engine dtype name:
+    the one way to reach a dtype without an HLO element type (``float32r``, in an f32 container)."""
+    source, dtype = resolve(shape.element_type, "neuron"), resolve(target, "neuron")
+    element_type = dtype.hlo_name or "f32"
+    result = ArrayShape(element_type, shape.dims, shape.dynamic, shape.layout)
+    marker = with_frontend_attribute(None, MARKER_KEY, MARKER_VALUE)
+    emit = _Emitter(builder, result, marker)
+    return _Encoder(emit, decode(emit, value, source), config).encode(dtype, element_type)
 
 
 def _stamp(convert: Instruction) -> FrontendAttributes:

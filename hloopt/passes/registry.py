@@ -103,6 +103,12 @@ REGISTRY: tuple[PassInfo, ...] = (
         "neuron_int_matmul_downcast",
     ),
     PassInfo(
+        "neuron-auto-cast", 998, "NeuronAutoCast",
+        "neuronx-cc's --auto-cast and mixed-precision accumulation as element types: mode none, matmult or all; "
+        "type bf16, fp16, tf32 or fp8_e4m3; accumulate f32 or native (hloopt's own)",
+        "neuron_auto_cast", in_all=False,
+    ),
+    PassInfo(
         "simplify-converts", 999, "SimplifyConverts",
         "same-type converts and exact widen-then-narrow chains removed (hloopt's own)",
         "simplify_converts", in_all=False,

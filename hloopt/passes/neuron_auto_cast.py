@@ -1,0 +1,383 @@
+"""neuron-auto-cast: the element types neuronx-cc's ``--auto-cast`` and mixed-precision accumulation give.
+
+``mode=matmult`` casts the operands of each F32 dot and convolution to the auto-cast type; the
+matrix engine accumulates in F32 and writes F32, so the op keeps its F32 result (a ``dot`` with
+bf16 operands and an f32 shape, as XLA writes ``preferred_element_type``). ``mode=all`` casts
+every F32 value: each op then reads and writes the cast type (XLA computes a bf16 ``add`` in F32
+and rounds once, as the device's engines do). The entry signature is kept, with converts at its
+edges; ops stamped ``auto_cast`` (spec 000: ``none`` pins an op) and everything a stamped op calls
+keep their types. ``accumulate=f32`` makes each low-precision reduce, reduce-window, dot and
+convolution accumulate in F32 and round once at the end.
+
+Every cast the pass inserts is a ``convert`` (the device's ``CastToNewDType`` once
+``emulate-neuron-converts`` lowers it), except the ``tf32`` cast, which has no HLO element type:
+it is emitted as that lowering (``device_cast`` to ``float32r``). Each op the pass changes is
+stamped ``auto_cast="<what it now computes in>"``, so a second run leaves it alone. The decisions
+are `auto_cast_plan`'s, which ``hloopt dtypes`` reads too; see docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from hloopt.analysis.shape_inference import ShapeResolver
+from hloopt.cast_engine import DEFAULT_FP8_CONFIG
+from hloopt.errors import HloError
+from hloopt.ir.attribute_values import FrontendAttributes
+from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute
+from hloopt.ir.builder import Builder
+from hloopt.ir.element_types import FLOAT_TYPES
+from hloopt.ir.module import Computation, Instruction, Module
+from hloopt.ir.opcodes import BY_NAME, Elementwise
+from hloopt.ir.shape import ArrayShape, Shape, leaf_shapes
+from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
+from hloopt.passes.emulate_neuron_converts import device_cast
+from hloopt.passes.retyping import (
+    Retyping,
+    apply_plans,
+    convert_chain,
+    is_boundary,
+    packed_size_dropped,
+    plan_computation,
+)
+
+Mode = Literal["none", "matmult", "all"]
+AutoCastType = Literal["bf16", "fp16", "tf32", "fp8_e4m3"]
+Accumulate = Literal["f32", "native"]
+SkipReason = Literal["stamped", "io", "integer", "not-covered"]
+
+#: The HLO element type each auto-cast type is stored in; tf32 has none (f32 values rounded as float32r).
+STORAGE: dict[str, str | None] = {"bf16": "bf16", "fp16": "f16", "fp8_e4m3": "f8e4m3", "tf32": None}
+#: The cast engine's name of the tf32 cast: spec 002's fp32r (docs/decisions.md).
+TF32_DTYPE = "float32r"
+#: The frontend attribute the compiler's auto-cast keys off (spec 000).
+STAMP_KEY = "auto_cast"
+#: Ops on the matrix-multiplication engine.
+MATMUL = frozenset({"dot", "convolution"})
+#: Ops that accumulate, which mixed-precision accumulation makes accumulate in F32.
+ACCUMULATING = frozenset({"reduce", "reduce-window", "dot", "convolution"})
+#: Float types below F32 that an accumulation runs in natively (the device's, with an HLO element type).
+LOW_PRECISION = frozenset({"bf16", "f16", "f8e4m3", "f8e4m3fn", "f8e5m2", "f8e3m4"})
+#: Elementwise kinds that compute (a convert is a cast, not an op the table lists).
+_COMPUTING = frozenset(kind for kind in Elementwise if kind not in (Elementwise.NONE, Elementwise.CONVERT))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the pass does to one op: the auto-cast type it now computes in, whether it accumulates in
+    F32 and rounds once, or (neither) why it is left alone."""
+
+    cast: AutoCastType | None = None
+    accumulate_f32: bool = False
+    reason: SkipReason | None = None
+
+    @property
+    def changes(self) -> bool:
+        return self.cast is not None or self.accumulate_f32
+
+
+def listed(instruction: Instruction) -> bool:
+    """The ops a plan decides on: dots, convolutions, reduces, reduce-windows and computing elementwise ops."""
+    return instruction.opcode in ACCUMULATING or BY_NAME[instruction.opcode].elementwise in _COMPUTING
+
+
+def stamped(instruction: Instruction) -> bool:
+    value = instruction.attributes.get("frontend_attributes")
+    return isinstance(value, FrontendAttributes) and STAMP_KEY in value
+
+
+def _types(shape: Shape | None) -> set[str]:
+    return {leaf.element_type for leaf in leaf_shapes(shape)} if shape is not None else set()
+
+
+def _callers(module: Module) -> dict[Computation, list[Instruction]]:
+    found: dict[Computation, list[Instruction]] = {}
+    for instruction in module.instructions():
+        for callee in instruction.called_computations():
+            found.setdefault(callee, []).append(instruction)
+    return found
+
+
+def auto_cast_plan(module: Module, options: NeuronAutoCast) -> dict[Instruction, Decision]:
+    """A decision for every listed op and, in ``all`` mode, every F32 entry parameter (``io``)."""
+    return _plan(module, options)[0]
+
+
+Inheritance = dict[Computation, Decision | None]
+
+
+def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, Decision], Inheritance]:
+    """The plan, and what each computation takes from its callers.
+
+    A computation whose every caller is stamped is stamped with them (a pinned reduce pins its
+    reducer); one whose every caller accumulates in F32 is that accumulation (its ops accumulate_f32).
+    Callers come after their callees in a module, so computations are decided last to first.
+    """
+    shapes = ShapeResolver(module)
+    callers = _callers(module)
+    plan: dict[Instruction, Decision] = {}
+    inherited: Inheritance = {}
+    for computation in reversed(module.computations):
+        inherited[computation] = _inherited(callers.get(computation, []), plan, inherited)
+        for instruction in computation.instructions:
+            if instruction.opcode == "parameter":
+                if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
+                    plan[instruction] = Decision(reason="io")
+            elif listed(instruction):
+                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], callers)
+    return plan, inherited
+
+
+def _inherited(
+    callers: list[Instruction], plan: dict[Instruction, Decision], inherited: Inheritance
+) -> Decision | None:
+    """What a computation's ops take from their callers: stamped, accumulating in F32, or nothing."""
+    if not callers:
+        return None
+    decisions = [plan.get(c) or _from_parent(c, inherited) or Decision(reason="not-covered") for c in callers]
+    if all(stamped(c) or d.reason == "stamped" for c, d in zip(callers, decisions)):
+        return Decision(reason="stamped")
+    if all(d.accumulate_f32 for d in decisions):
+        return Decision(accumulate_f32=True)
+    return None
+
+
+def _from_parent(caller: Instruction, inherited: Inheritance) -> Decision | None:
+    return inherited.get(caller.parent) if caller.parent is not None else None
+
+
+def _decide(
+    instruction: Instruction,
+    shapes: ShapeResolver,
+    options: NeuronAutoCast,
+    inherited: Decision | None,
+    callers: dict[Computation, list[Instruction]],
+) -> Decision:
+    result = _types(shapes(instruction))
+    operands = [_types(shapes(o)) for o in instruction.operands]
+    if not (result.union(*operands) & FLOAT_TYPES):
+        return Decision(reason="integer")
+    if stamped(instruction):
+        return Decision(reason="stamped")
+    if inherited is not None:
+        return inherited
+    opcode = instruction.opcode
+    accumulates = options.accumulate == "f32" and opcode in ACCUMULATING and _reducer_free(instruction, callers)
+    if options.mode == "all" and "f32" in result.union(*operands) and not is_boundary(instruction, shapes):
+        return Decision(options.type, accumulates)
+    if options.mode == "matmult" and opcode in MATMUL and all(t == {"f32"} for t in operands[:2]) and result == {"f32"}:
+        return Decision(options.type)
+    if accumulates and result and result <= LOW_PRECISION:
+        return Decision(accumulate_f32=True)
+    return Decision(reason="not-covered")
+
+
+def _reducer_free(instruction: Instruction, callers: dict[Computation, list[Instruction]]) -> bool:
+    """A reducer can accumulate in F32 only when nothing but unstamped reduces and reduce-windows call it
+    (the pass retypes the computation itself)."""
+    return all(
+        c.opcode in ("reduce", "reduce-window") and not stamped(c)
+        for callee in instruction.called_computations()
+        for c in callers.get(callee, [])
+    )
+
+
+@dataclass(frozen=True)
+class NeuronAutoCast(HloPass):
+    """F32 dots and convolutions (``matmult``) or every F32 op (``all``) computed in the auto-cast type;
+    low-precision accumulations in F32 (``accumulate=f32``)."""
+
+    mode: Mode = "matmult"
+    type: AutoCastType = "bf16"
+    accumulate: Accumulate = "f32"
+
+    def matches(self, module: Module) -> list[Instruction]:
+        return [i for i, d in auto_cast_plan(module, self).items() if d.changes]
+
+    def run_on_module(self, module: Module) -> PassResult:
+        plan, inherited = _plan(module, self)
+        changing = {i: d for i, d in plan.items() if d.changes}
+        if not changing:
+            return PassResult(False)
+        provenance: list[tuple[str, str]] = []
+        storage = STORAGE[self.type]
+        if self.mode == "matmult":
+            provenance += _cast_matmul_operands(changing, storage)
+        elif self.mode == "all" and storage is not None:
+            provenance += _cast_all(module, plan, inherited, storage)
+        elif self.mode == "all":
+            provenance += _round_all(module, plan)
+        provenance += _accumulate_in_f32(module, plan, inherited)
+        for instruction, decision in changing.items():
+            _stamp(instruction, decision.cast or "f32")
+        return PassResult(True, len(changing), provenance=tuple(provenance))
+
+
+# --------------------------------------------------------------------------- casting
+
+
+def _stamp(instruction: Instruction, value: str) -> None:
+    try:
+        stamp = with_frontend_attribute(instruction.attributes.get("frontend_attributes"), STAMP_KEY, value)
+    except MapSyntaxError as err:
+        raise HloError(f"%{instruction.name}: cannot read its frontend attributes: {err}") from None
+    instruction.set_attributes(instruction.attributes | {"frontend_attributes": stamp})
+
+
+def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage: str | None) -> Instruction:
+    """`value` as the auto-cast type: a convert, or (tf32) the float32r cast as HLO."""
+    if storage is not None:
+        return builder.convert(value, packed_size_dropped(shape, storage))
+    result = device_cast(builder, value, shape, TF32_DTYPE, DEFAULT_FP8_CONFIG)
+    for made in builder.created:  # the cast's own float ops (its NaN test and select) are not re-cast
+        if listed(made) and "f32" in _types(made.shape).union(*(_types(o.shape) for o in made.operands)):
+            _stamp(made, "tf32")
+    return result
+
+
+def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | None) -> list[tuple[str, str]]:
+    """Each cast dot's and convolution's two operands cast (one cast per operand and computation)."""
+    made: dict[Instruction, Instruction] = {}
+    provenance: list[tuple[str, str]] = []
+    for instruction, decision in changing.items():
+        if decision.cast is None:
+            continue
+        for operand in dict.fromkeys(instruction.operands[:2]):
+            if operand not in made:
+                shape = operand.shape
+                assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
+                builder = Builder.before(instruction)
+                made[operand] = _cast_value(builder, operand, shape, storage)
+                provenance += provenance_of(instruction, builder.created)
+            instruction.replace_operand(operand, made[operand])
+    return provenance
+
+
+def _cast_all(
+    module: Module, plan: dict[Instruction, Decision], inherited: Inheritance, storage: str
+) -> list[tuple[str, str]]:
+    """Every F32 leaf becomes `storage` in every computation its callers do not pin, the entry signature
+    kept. A reduce that accumulates in F32 is pinned too: the converts at its edges are then exactly the
+    accumulation's (its reducer, which it alone calls, stays F32)."""
+
+    def pinned(instruction: Instruction) -> bool:
+        decision = plan.get(instruction)
+        return decision is not None and (
+            decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
+        )
+
+    def to_storage(shape: ArrayShape) -> ArrayShape:
+        return packed_size_dropped(shape, storage)
+
+    retyping = Retyping(frozenset({"f32"}), to_storage, "neuron", pinned)
+    shapes = ShapeResolver(module)
+    entry = module.entry
+    root_shape = known_shape(shapes, entry.root) if entry.root is not None else None
+    plans = [(c, plan_computation(c, shapes, retyping)) for c in module.computations if inherited.get(c) is None]
+    _, provenance = apply_plans(plans, shapes, retyping)
+    root = entry.root
+    if root is not None and root_shape is not None and root.shape is not None and root.shape != root_shape:
+        builder = Builder.after(root)
+        entry.set_root(convert_chain(builder, root, root.shape, root_shape))
+        provenance += provenance_of(root, builder.created)
+    return provenance
+
+
+def _round_all(module: Module, plan: dict[Instruction, Decision]) -> list[tuple[str, str]]:
+    """tf32 in ``all`` mode: F32 stays F32 with its low mantissa bits rounded away (float32r), after every cast
+    op with an F32 array result, and on every operand of one that no cast op made."""
+    provenance: list[tuple[str, str]] = []
+    for computation in module.computations:
+        rounded: dict[Instruction, Instruction] = {}
+        finished: set[Instruction] = set()  # the rounded results of cast ops
+        for instruction in list(computation.instructions):
+            decision = plan.get(instruction)
+            if decision is None or decision.cast is None:
+                continue
+            for operand in dict.fromkeys(instruction.operands):
+                if operand in finished or not _f32_array(operand):
+                    continue
+                if operand not in rounded:
+                    builder = Builder.before(instruction)
+                    rounded[operand] = _cast_value(builder, operand, _array(operand), None)
+                    provenance += provenance_of(instruction, builder.created)
+                instruction.replace_operand(operand, rounded[operand])
+            if _f32_array(instruction):
+                builder = Builder.after(instruction)
+                result = _cast_value(builder, instruction, _array(instruction), None)
+                _redirect(computation, instruction, result, builder.created)
+                finished.add(result)
+                provenance += provenance_of(instruction, builder.created)
+    return provenance
+
+
+def _f32_array(instruction: Instruction) -> bool:
+    return isinstance(instruction.shape, ArrayShape) and instruction.shape.element_type == "f32"
+
+
+def _array(instruction: Instruction) -> ArrayShape:
+    assert isinstance(instruction.shape, ArrayShape)
+    return instruction.shape
+
+
+def _redirect(computation: Computation, old: Instruction, new: Instruction, made: Iterable[Instruction]) -> None:
+    """Every use of `old` outside `made` (the instructions computing `new` from it) becomes a use of `new`."""
+    own = set(made)
+    for user in list(old.users):
+        if user not in own:
+            user.replace_operand(old, new)
+    if computation.root is old:
+        computation.set_root(new)
+
+
+# --------------------------------------------------------------------------- mixed-precision accumulation
+
+
+def _to_f32(shape: ArrayShape) -> ArrayShape:
+    return packed_size_dropped(shape, "f32")
+
+
+#: Low-precision leaves → F32, for accumulations and their reducers (widening is exact in any cast rules).
+WIDEN = Retyping(LOW_PRECISION, _to_f32, "neuron")
+
+
+def _accumulate_in_f32(
+    module: Module, plan: dict[Instruction, Decision], inherited: Inheritance
+) -> list[tuple[str, str]]:
+    """Each accumulating op the plan marks that holds a low-precision value: its reduce inputs widened, its
+    reducer computing in F32, its result F32 and converted back once."""
+    provenance: list[tuple[str, str]] = []
+    shapes = ShapeResolver(module)
+    reducers = [c for c, d in inherited.items() if d is not None and d.accumulate_f32]
+    ops = [
+        i
+        for i, d in plan.items()
+        if d.accumulate_f32
+        and i.opcode in ACCUMULATING
+        and (WIDEN.changes(shapes(i)) or any(WIDEN.changes(shapes(o)) for o in i.operands))
+    ]
+    reducer_plans = [(c, plan_computation(c, shapes, WIDEN)) for c in reducers]
+    original = {i: known_shape(shapes, i) for i in ops}
+    for instruction in ops:
+        if instruction.opcode in MATMUL:  # the matrix engine reads the low-precision operands as they are
+            continue
+        for operand in dict.fromkeys(instruction.operands):
+            shape = known_shape(shapes, operand)
+            if WIDEN.changes(shape):
+                builder = Builder.before(instruction)
+                instruction.replace_operand(operand, convert_chain(builder, operand, shape, WIDEN.shape(shape)))
+                provenance += provenance_of(instruction, builder.created)
+    _, reducer_provenance = apply_plans(reducer_plans, shapes, WIDEN)
+    provenance += reducer_provenance
+    for instruction in ops:
+        shape = original[instruction]
+        instruction.set_shape(WIDEN.shape(shape))
+        builder = Builder.after(instruction)
+        result = convert_chain(builder, instruction, WIDEN.shape(shape), shape)
+        parent = instruction.parent
+        assert parent is not None
+        _redirect(parent, instruction, result, builder.created)
+        provenance += provenance_of(instruction, [instruction, *builder.created])
+    return provenance
