@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from hloopt.cli.main import neuron_cc_options, read_neuron_cc_flags, reports_errors
-from hloopt.driver.dtypes import auto_cast_skips, dtype_table
+from hloopt.driver.dtypes import auto_cast_decisions, dtype_table
 from hloopt.passes.neuron_cc_flags import Compiler, parse_neuron_cc_flags
 from hloopt.support.fileio import read_text
 from hloopt.text.parser import parse
@@ -37,5 +37,5 @@ def dtypes_command(
     settings = parse_neuron_cc_flags(text, neuron_compiler)
     pipeline = settings.with_passes(None if passes.strip() == "none" else passes)
     module = parse(read_text(module_path), module_path)
-    table = dtype_table(module, pipeline, module_path, skip_reasons=auto_cast_skips)
+    table = dtype_table(module, pipeline, module_path, plan=auto_cast_decisions)
     click.echo(table.to_json() if as_json else table.render(), nl=False)

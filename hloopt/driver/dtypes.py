@@ -26,9 +26,10 @@ from hloopt.passes.pipeline import run_pipeline
 LISTED = ("dot", "convolution", "reduce", "reduce-window")
 #: Those the coverage line counts: every one must appear.
 MATRIX = ("dot", "convolution")
-#: What decides why the auto-cast left an op alone, given the module as the pass sees it and the pass:
-#: instruction name → reason (``stamped``, ``io``, ``integer``, ``not-covered``), for the ops it skipped.
-SkipReasons = Callable[[Module, HloPass], dict[str, str]]
+#: What the auto-cast does to each op, given the module as the pass sees it and the pass: instruction name →
+#: (what it does: ``cast bf16``, ``accumulate f32``; or None and why it leaves the op alone: ``stamped``, ``io``,
+#: ``integer``, ``not-covered``). Empty for any other pass.
+Plan = Callable[[Module, HloPass], dict[str, tuple[str | None, str | None]]]
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,9 @@ class Row:
     opcodes: tuple[str, ...]
     before: str
     after: str
-    #: Why the auto-cast left it alone; None when it ran on it, or did not run.
+    #: What the auto-cast did to it (``cast bf16``), or None.
+    auto_cast: str | None = None
+    #: Why the auto-cast left it alone, or None.
     skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -50,6 +53,7 @@ class Row:
             "opcodes": list(self.opcodes),
             "before": self.before,
             "after": self.after,
+            "auto_cast": self.auto_cast,
             "skipped": self.skipped,
         }
 
@@ -81,7 +85,8 @@ class DtypeTable:
             body.append((scope,))
             for row in rows:
                 what = row.names[0] if len(row.names) == 1 else f"{len(row.names)}× {','.join(row.opcodes)}"
-                body.append((row.kind, what, row.before, row.after, f"skipped: {row.skipped}" if row.skipped else ""))
+                note = f"skipped: {row.skipped}" if row.skipped else row.auto_cast or ""
+                body.append((row.kind, what, row.before, row.after, note))
         widths = [max(len(r[i]) for r in [header, *body] if len(r) > 1) for i in range(len(header))]
         lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
         for cells in body:
@@ -110,45 +115,45 @@ def dtype_table(
     module: Module,
     pipeline: str | None,
     name: str = "module",
-    skip_reasons: SkipReasons | None = None,
+    plan: Plan | None = None,
     numerics: str = "xla",
 ) -> DtypeTable:
-    """The table of `module` (left as it is) before and after `pipeline`; `skip_reasons` names why the
-    auto-cast pass (the pass it is asked about) left ops alone."""
+    """The table of `module` (left as it is) before and after `pipeline`; `plan` says what the auto-cast
+    pass does to each op, and why it leaves one alone (`auto_cast_plan`)."""
     before = module.clone()
     after = module.clone()
-    trace = _Trace(skip_reasons)
+    trace = _Trace(plan)
     if pipeline is not None:
         run_pipeline(after, pipeline, numerics=numerics, observe=trace.observe)
     by_origin: dict[str, list[Instruction]] = {}
     for instruction in after.instructions():
         by_origin.setdefault(trace.origin(instruction.name), []).append(instruction)
-    scopes: dict[str, list[tuple[str, Instruction, Instruction | None, str | None]]] = {}
+    scopes: dict[str, list[tuple[str, Instruction, Instruction | None, tuple[str | None, str | None]]]] = {}
     for instruction in before.instructions():
         kind = _kind(instruction)
         if kind is None:
             continue
         made = [i for i in by_origin.get(instruction.name, []) if i.opcode == instruction.opcode]
         now = next((i for i in made if i.name == instruction.name), made[0] if made else None)
-        skipped = trace.skipped.get(now.name if now is not None else instruction.name)
-        scopes.setdefault(_scope(instruction), []).append((kind, instruction, now, skipped))
+        decided = trace.decided.get(now.name if now is not None else instruction.name, (None, None))
+        scopes.setdefault(_scope(instruction), []).append((kind, instruction, now, decided))
     table = tuple((scope, _rows(entries)) for scope, entries in scopes.items())
     total = sum(1 for i in before.instructions() if i.opcode in MATRIX)
     return DtypeTable(name, pipeline, table, total)
 
 
 class _Trace:
-    """What the pipeline did, pass by pass: provenance (made → source), and the auto-cast's skip reasons."""
+    """What the pipeline did, pass by pass: provenance (made → source), and the auto-cast's plan."""
 
-    def __init__(self, skip_reasons: SkipReasons | None) -> None:
+    def __init__(self, plan: Plan | None) -> None:
         self.steps: list[dict[str, str]] = []
-        self.skipped: dict[str, str] = {}
-        self._skip_reasons = skip_reasons
+        self.decided: dict[str, tuple[str | None, str | None]] = {}
+        self._plan = plan
 
     def observe(self, hlo_pass: HloPass, module: Module, result: PassResult | None) -> None:
         if result is None:
-            if self._skip_reasons is not None and not self.skipped:
-                self.skipped = self._skip_reasons(module, hlo_pass)
+            if self._plan is not None and not self.decided:
+                self.decided = self._plan(module, hlo_pass)
             return
         step: dict[str, str] = {}
         for made, source in result.provenance:
@@ -182,12 +187,13 @@ def _scope(instruction: Instruction) -> str:
     return op_name.rpartition("/")[0] or op_name
 
 
-def _types(instruction: Instruction | None) -> str:
-    """``f32,f32 -> bf16``: the element types going in and coming out."""
+def _types(instruction: Instruction | None, distinct: bool = False) -> str:
+    """``f32,f32 -> bf16``: the element types going in (each type once when `distinct`, so that an
+    elementwise group holds unary and binary ops alike) and coming out."""
     if instruction is None:
         return "(removed)"
-    ins = ",".join(_leaf_types(o) for o in instruction.operands)
-    return f"{ins} -> {_leaf_types(instruction)}"
+    ins = [_leaf_types(o) for o in instruction.operands]
+    return f"{','.join(dict.fromkeys(ins) if distinct else ins)} -> {_leaf_types(instruction)}"
 
 
 def _leaf_types(instruction: Instruction) -> str:
@@ -197,28 +203,34 @@ def _leaf_types(instruction: Instruction) -> str:
     return leaves[0] if len(leaves) == 1 else "(" + ",".join(leaves) + ")"
 
 
-def _rows(entries: Sequence[tuple[str, Instruction, Instruction | None, str | None]]) -> tuple[Row, ...]:
+def _rows(
+    entries: Sequence[tuple[str, Instruction, Instruction | None, tuple[str | None, str | None]]],
+) -> tuple[Row, ...]:
     """A row per listed op, in order; the scope's elementwise ops after them, one row per signature."""
     rows: list[Row] = []
-    groups: dict[tuple[str, str, str | None], tuple[list[str], list[str]]] = {}
-    for kind, before, after, skipped in entries:
+    groups: dict[tuple[str, str, str | None, str | None], tuple[list[str], list[str]]] = {}
+    for kind, before, after, decided in entries:
         if kind != "elementwise":
-            rows.append(Row(kind, (before.name,), (before.opcode,), _types(before), _types(after), skipped))
+            rows.append(Row(kind, (before.name,), (before.opcode,), _types(before), _types(after), *decided))
             continue
-        names, opcodes = groups.setdefault((_types(before), _types(after), skipped), ([], []))
+        names, opcodes = groups.setdefault((_types(before, True), _types(after, True), *decided), ([], []))
         names.append(before.name)
         if before.opcode not in opcodes:
             opcodes.append(before.opcode)
-    for (was, now, skipped), (names, opcodes) in groups.items():
-        rows.append(Row("elementwise", tuple(names), tuple(opcodes), was, now, skipped))
+    for (was, now, action, skipped), (names, opcodes) in groups.items():
+        rows.append(Row("elementwise", tuple(names), tuple(opcodes), was, now, action, skipped))
     return tuple(rows)
 
 
-def auto_cast_skips(module: Module, hlo_pass: HloPass) -> dict[str, str]:
-    """Why the auto-cast pass leaves each op of `module` alone, from the plan it acts on (`auto_cast_plan`),
-    so the table and the rewrite cannot disagree; nothing for any other pass."""
+def auto_cast_decisions(module: Module, hlo_pass: HloPass) -> dict[str, tuple[str | None, str | None]]:
+    """What the auto-cast pass does to each op of `module`, from the plan it acts on (`auto_cast_plan`), so
+    the table and the rewrite cannot disagree; nothing for any other pass."""
     from hloopt.passes.neuron_auto_cast import NeuronAutoCast, auto_cast_plan
 
     if not isinstance(hlo_pass, NeuronAutoCast):
         return {}
-    return {op.name: plan.reason for op, plan in auto_cast_plan(module, hlo_pass).items() if plan.reason is not None}
+    decided: dict[str, tuple[str | None, str | None]] = {}
+    for op, decision in auto_cast_plan(module, hlo_pass).items():
+        done = [f"cast {decision.cast}"] * (decision.cast is not None) + ["accumulate f32"] * decision.accumulate_f32
+        decided[op.name] = (", ".join(done) or None, decision.reason)
+    return decided

@@ -76,10 +76,12 @@ def test_saturate_infinity_is_explained(module: Path) -> None:
 
 
 def _dot_types(text: str) -> str:
-    line = next(line for line in text.splitlines() if " dot(" in line)
-    operands = re.search(r"dot\(([^)]*)\)", line)
+    """The element types of the dot's operands, from their definitions in `text`: ``f32,f32``."""
+    operands = re.search(r" dot\(([^)]*)\)", text)
     assert operands is not None
-    return operands.group(1)
+    names = [name.strip() for name in operands.group(1).split(",")]
+    types = [re.search(rf"{re.escape(name)} = (\w+)\[", text) for name in names]
+    return ",".join(found.group(1) for found in types if found is not None)
 
 
 def test_run_applies_the_auto_cast(module: Path) -> None:
@@ -106,7 +108,7 @@ def test_env_reads_the_variable_only_when_asked(module: Path) -> None:
     plain = invoke("run", module, env=env)
     assert plain.exit_code == 0 and plain.stdout == invoke("run", module).stdout  # a round trip, as ever
     asked = invoke("run", module, "--neuron-cc-flags", "env", env=env)
-    assert asked.exit_code == 0 and "f16" in _dot_types(asked.stdout)
+    assert asked.exit_code == 0 and _dot_types(asked.stdout) == "f16,f16"
 
 
 def test_the_pre_commit_hooks_ignore_a_neuron_environment(tmp_path: Path) -> None:
