@@ -178,13 +178,13 @@ def _kind(instruction: Instruction) -> str | None:
 
 def _scope(instruction: Instruction) -> str:
     """The ``op_name`` without its last part (the primitive: ``jit(f)/layer_3/attention``); the computation
-    for an op without one."""
+    for an op without a scope (no ``op_name``, or one of a single part, as jax writes inside a loop body)."""
     metadata = instruction.attributes.get("metadata")
     quoted = metadata.get("op_name") if isinstance(metadata, Metadata) else None
-    if not quoted or len(quoted) < 3:
-        return f"%{instruction.parent.name}" if instruction.parent is not None else "%?"
-    op_name = re.sub(r"\\(.)", r"\1", quoted[1:-1])
-    return op_name.rpartition("/")[0] or op_name
+    scope = re.sub(r"\\(.)", r"\1", quoted[1:-1]).rpartition("/")[0] if quoted else ""
+    if scope:
+        return scope
+    return f"%{instruction.parent.name}" if instruction.parent is not None else "%?"
 
 
 def _types(instruction: Instruction | None, distinct: bool = False) -> str:

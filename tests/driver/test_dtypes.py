@@ -69,7 +69,7 @@ ENTRY %e (x: f32[4,8], w: f32[8,8], i: s32[4]) -> (f32[4], s32[4]) {
   %m = f32[4,8] multiply(%t, %t), metadata={op_name="jit(f)/layer_0/attention/mul"}
   %z = f32[] constant(0)
   %r = f32[4] reduce(%m, %z), dimensions={1}, to_apply=%sum, metadata={op_name="jit(f)/layer_1/reduce_sum"}
-  %j = s32[4] add(%i, %i)
+  %j = s32[4] add(%i, %i), metadata={op_name="add"}
   ROOT %o = (f32[4], s32[4]) tuple(%r, %j)
 }
 """
