@@ -125,9 +125,12 @@ class Instruction:
         self.literal = literal
         self._edited()
 
-    def set_attributes(self, attributes: dict[str, AttributeValue]) -> None:
-        """Replace the attributes (printed in the dict's order while `written_order` holds)."""
+    def set_attributes(self, attributes: dict[str, AttributeValue], *, merged: bool = False) -> None:
+        """Replace the attributes (printed in the dict's order while `written_order` holds; `merged`: a pass
+        added to what was written, so they print in XLA's order, as XLA prints an attribute it set)."""
         self.attributes = attributes
+        if merged:
+            self.written_order = False
         self._edited()
         if self.parent is not None:
             self.parent.note_control_edges(self)

@@ -223,7 +223,7 @@ def _stamp(instruction: Instruction, value: str) -> None:
         stamp = with_frontend_attribute(instruction.attributes.get("frontend_attributes"), STAMP_KEY, value)
     except MapSyntaxError as err:
         raise HloError(f"%{instruction.name}: cannot read its frontend attributes: {err}") from None
-    instruction.set_attributes(instruction.attributes | {"frontend_attributes": stamp})
+    instruction.set_attributes(instruction.attributes | {"frontend_attributes": stamp}, merged=True)
 
 
 def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage: str | None) -> Instruction:

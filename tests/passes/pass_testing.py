@@ -13,11 +13,14 @@ from hloopt.driver.chunks import join, split
 from hloopt.ir.module import Instruction, Module
 from hloopt.passes.base import HloPass, Matching
 from hloopt.passes.pipeline import PipelineReport, run_pipeline
+from hloopt.passes.registry import select
 from hloopt.text.parser import parse
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 #: Each case of a golden file (a ``// -----`` chunk, as ``--split-input-file`` reads it) starts with this line.
 RULE = "// RULE: "
+#: A case may name its passes on its next line (a pass with options, or passes before it); else the file's pass runs.
+PASSES = "// PASSES: "
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,16 @@ class Case:
     path: Path
     rule: str
     text: str
+
+    @property
+    def passes(self) -> str:
+        """The pass spec this case runs: its ``// PASSES:`` line, else the file's pass with its defaults."""
+        first = self.text.partition("\n")[0]
+        return first[len(PASSES) :] if first.startswith(PASSES) else self.path.stem
+
+    def pass_objects(self) -> list[HloPass]:
+        """The passes of `passes`, as objects (each with its options)."""
+        return [selected.create() for selected in select(self.passes)[1]]
 
 
 def read_cases(path: Path) -> list[Case]:
