@@ -206,7 +206,7 @@ class NeuronAutoCast(HloPass):
         if self.mode == "matmult":
             provenance += _cast_matmul_operands(changing, storage)
         elif self.mode == "all" and storage is not None:
-            provenance += _cast_all(module, plan, inherited, storage)
+            provenance += _cast_all(module, plan, inherited, storage) + _engines_in_f32(plan, storage)
         elif self.mode == "all":
             provenance += _round_all(module, plan)
         provenance += _accumulate_in_f32(module, plan, inherited)
@@ -348,7 +348,6 @@ def _accumulate_in_f32(
 ) -> list[tuple[str, str]]:
     """Each accumulating op the plan marks that holds a low-precision value: its reduce inputs widened, its
     reducer computing in F32, its result F32 and converted back once."""
-    provenance: list[tuple[str, str]] = []
     shapes = ShapeResolver(module)
     reducers = [c for c, d in inherited.items() if d is not None and d.accumulate_f32]
     ops = [
@@ -358,24 +357,49 @@ def _accumulate_in_f32(
         and i.opcode in ACCUMULATING
         and (WIDEN.changes(shapes(i)) or any(WIDEN.changes(shapes(o)) for o in i.operands))
     ]
-    reducer_plans = [(c, plan_computation(c, shapes, WIDEN)) for c in reducers]
-    original = {i: known_shape(shapes, i) for i in ops}
+    made: dict[Instruction, Instruction] = {}
+    provenance: list[tuple[str, str]] = []
     for instruction in ops:
-        if instruction.opcode in MATMUL:  # the matrix engine reads the low-precision operands as they are
+        # the matrix engine reads the low-precision operands as they are
+        provenance += _in_f32(instruction, WIDEN, made, operands=instruction.opcode not in MATMUL)
+    _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
+    return provenance + reducer_provenance
+
+
+def _engines_in_f32(plan: dict[Instruction, Decision], storage: str) -> list[tuple[str, str]]:
+    """``all`` mode: each cast op but an accumulation reads its operands widened to F32, computes in F32 and
+    rounds its result to the cast type once, as the scalar and vector engines do ("compute internally in FP32
+    and cast on input and output"); each rounding is then a convert, the device's cast under
+    emulate-neuron-converts (XLA's own rounding inside a bf16 op is XLA's convert: f8e4m3 overflows to Inf)."""
+    widen = Retyping(frozenset({storage}), _to_f32, "neuron")
+    made: dict[Instruction, Instruction] = {}
+    provenance: list[tuple[str, str]] = []
+    for instruction, decision in plan.items():
+        if decision.cast is not None and instruction.opcode not in ACCUMULATING:
+            provenance += _in_f32(instruction, widen, made, operands=True)
+    return provenance
+
+
+def _in_f32(
+    instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction], *, operands: bool
+) -> list[tuple[str, str]]:
+    """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`), its result
+    F32 and converted back to the narrow type once for its users."""
+    provenance: list[tuple[str, str]] = []
+    for operand in dict.fromkeys(instruction.operands) if operands else ():
+        shape = operand.shape
+        if shape is None or not widen.changes(shape):
             continue
-        for operand in dict.fromkeys(instruction.operands):
-            shape = known_shape(shapes, operand)
-            if WIDEN.changes(shape):
-                builder = Builder.before(instruction)
-                instruction.replace_operand(operand, convert_chain(builder, operand, shape, WIDEN.shape(shape)))
-                provenance += provenance_of(instruction, builder.created)
-    _, reducer_provenance = apply_plans(reducer_plans, shapes, WIDEN)
-    provenance += reducer_provenance
-    for instruction in ops:
-        shape = original[instruction]
-        instruction.set_shape(WIDEN.shape(shape))
+        if operand not in made:
+            builder = Builder.after(operand)
+            made[operand] = convert_chain(builder, operand, shape, widen.shape(shape))
+            provenance += provenance_of(instruction, builder.created)
+        instruction.replace_operand(operand, made[operand])
+    shape = instruction.shape
+    if shape is not None and widen.changes(shape):
+        instruction.set_shape(widen.shape(shape))
         builder = Builder.after(instruction)
-        result = convert_chain(builder, instruction, WIDEN.shape(shape), shape)
+        result = convert_chain(builder, instruction, widen.shape(shape), shape)
         parent = instruction.parent
         assert parent is not None
         _redirect(parent, instruction, result, builder.created)
