@@ -21,11 +21,12 @@ from hloopt.arrays.comparing import CompareReport
 from hloopt.arrays.npz import load_arrays, save_arrays
 from hloopt.arrays.snapshots import Leaf, Snapshot
 from hloopt.cast_engine import Numerics
-from hloopt.cli.main import exit_on_errors, reports_errors, timeout_option
+from hloopt.cli.main import exit_on_errors, neuron_cc_options, read_neuron_cc_flags, reports_errors, timeout_option
 from hloopt.driver import chunks
 from hloopt.driver.chunks import in_chunk, label
 from hloopt.errors import HloError
 from hloopt.ir.shape import ArrayShape
+from hloopt.passes.neuron_cc_flags import Compiler, parse_neuron_cc_flags
 from hloopt.support.fileio import check_output
 from hloopt.support.formats import Format
 from hloopt.support.tolerances import DEFAULT_ATOL, DEFAULT_RTOL
@@ -126,6 +127,7 @@ def _echo_warnings(warnings: Sequence[str]) -> None:
 )
 @_max_bytes_option
 @_split_option
+@neuron_cc_options("MODULE's copy")
 @timeout_option("reading a .pb or .mlir MODULE, compiling and running one module")
 @reports_errors
 def exec_command(
@@ -137,6 +139,8 @@ def exec_command(
     numerics: Numerics,
     max_bytes: int,
     split_input_file: bool,
+    neuron_cc_flags: str | None,
+    neuron_compiler: Compiler | None,
     timeout: float,
 ) -> None:
     """Run MODULE once on the CPU and summarise each output (tuples flattened).
@@ -148,12 +152,15 @@ def exec_command(
     for path in (save_inputs_path, output_path):
         if path is not None:  # before XLA runs, and before either is written
             check_output(path)
+    passes = _auto_cast(neuron_cc_flags, neuron_compiler)
     with IsolatedPool(2) as pool:
         pool.start(1)  # one worker imports jax while this process reads, parses and prepares the modules (a second
         # starts when the map has a second module)
         modules = _modules(module_path, split_input_file, timeout, pool)
         inputs = None if inputs_path is None else load_arrays(inputs_path)
-        executions: list[Prepared | Execution | HloError] = [_prepared(m, numerics, module_path) for m in modules]
+        executions: list[Prepared | Execution | HloError] = [
+            _prepared(m, numerics, module_path, passes) for m in modules
+        ]
         ready = [index for index, prepared in enumerate(executions) if isinstance(prepared, Prepared)]
         calls = [(executions[i], _inputs(inputs, modules[i]), seed, max_bytes, module_path) for i in ready]
         labels = [modules[index].label for index in ready]
@@ -248,19 +255,30 @@ def _after_passes(source: _Source, passes: str | None, numerics: Numerics) -> _S
     return replace(source, text=module.to_text(), written=False)
 
 
-def _prepared(source: _Source, numerics: Numerics, label: str) -> Prepared | HloError:
-    """The module prepared for XLA (`with_numerics`), or why it cannot be (on its line when it was written)."""
+def _auto_cast(flags: str | None, compiler: Compiler | None) -> str | None:
+    """The ``neuron-auto-cast`` entry the compiler flags ask for (checked, unmodelled flags named); None without them."""
+    text = read_neuron_cc_flags(flags, compiler)
+    return None if text is None else parse_neuron_cc_flags(text, compiler).pass_spec
+
+
+def _prepared(source: _Source, numerics: Numerics, label: str, passes: str | None = None) -> Prepared | HloError:
+    """The module prepared for XLA (`with_numerics`, after `passes`), or why it cannot be (on its line when it
+    was written)."""
     try:
-        return with_numerics(source.text, numerics, label, located=source.written)
+        return with_numerics(source.text, numerics, label, located=source.written, passes=passes)
     except HloError as err:
         return err
 
 
 def _prepared_pair(
-    a: _Source, b: _Source, numerics: tuple[Numerics, Numerics], a_path: str, b_path: str
+    a: _Source, b: _Source, numerics: tuple[Numerics, Numerics], a_path: str, b_path: str, b_passes: str | None
 ) -> list[tuple[Prepared, str]] | HloError:
-    """A's and B's modules prepared for XLA, each with its label (`compare_prepared`), or the first refusal."""
-    sides = [(_prepared(source, side, path), path) for source, side, path in zip((a, b), numerics, (a_path, b_path))]
+    """A's and B's modules prepared for XLA, each with its label (`compare_prepared`), or the first refusal;
+    `b_passes` (the compiler flags' auto-cast) run on B alone: A is the reference."""
+    sides = [
+        (_prepared(source, side, path, passes), path)
+        for source, side, path, passes in zip((a, b), numerics, (a_path, b_path), (None, b_passes))
+    ]
     for prepared, _ in sides:
         if isinstance(prepared, HloError):
             return prepared
@@ -322,6 +340,7 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 )
 @_max_bytes_option
 @_split_option
+@neuron_cc_options("B's copy (A is the reference)")
 @timeout_option("reading a .pb or .mlir A or B, compiling and running one pair of modules")
 @reports_errors
 def compare_command(
@@ -336,6 +355,8 @@ def compare_command(
     numerics: tuple[Numerics, Numerics],
     max_bytes: int,
     split_input_file: bool,
+    neuron_cc_flags: str | None,
+    neuron_compiler: Compiler | None,
     timeout: float,
 ) -> None:
     """Run A and B on the same inputs and compare outputs: exit 0 all within
@@ -348,14 +369,16 @@ def compare_command(
     """
     if b_path is None and split_input_file:
         raise click.UsageError("a lone A is a snapshot, one module: it does not go with --split-input-file")
+    b_passes = _auto_cast(neuron_cc_flags, neuron_compiler)
     with IsolatedPool(2) as pool:
         pool.start(1)  # one worker imports jax while this process reads and splits the modules (as exec)
         a_modules = _modules(a_path, split_input_file, timeout, pool)
         inputs = None if inputs_path is None else load_arrays(inputs_path)
         if b_path is None:
             source = _recorded_source(a_modules[0], a_path)
+            b_pipeline = ",".join(spec for spec in (passes, b_passes) if spec) or None  # run in registry order
             result = _compare_recorded(
-                source, a_path, passes, numerics[1], inputs, (rtol, atol, max_bytes), timeout, pool
+                source, a_path, b_pipeline, numerics[1], inputs, (rtol, atol, max_bytes), timeout, pool
             )
             after = a_path if passes is None else f"{a_path} after {passes}"
             _report_comparisons([result], [(f"{a_path} (recorded)", after)], as_json, split_input_file=False)
@@ -367,7 +390,9 @@ def compare_command(
                 "chunk i of A goes with chunk i of B"
             )
         # Prepared here, as by exec, while the worker imports jax: on their lines when the files are HLO text.
-        prepared_pairs = [_prepared_pair(a, b, numerics, a_path, b_path) for a, b in zip(a_modules, b_modules)]
+        prepared_pairs = [
+            _prepared_pair(a, b, numerics, a_path, b_path, b_passes) for a, b in zip(a_modules, b_modules)
+        ]
         ready = [index for index, sides in enumerate(prepared_pairs) if isinstance(sides, list)]
         calls = [
             (prepared_pairs[i], _inputs(inputs, a_modules[i], b_modules[i]), rtol, atol, seed, max_bytes) for i in ready

@@ -22,6 +22,7 @@ import click
 
 from hloopt import __version__
 from hloopt.errors import HloError
+from hloopt.passes.neuron_cc_flags import COMPILERS, Compiler, flags_text, parse_neuron_cc_flags
 from hloopt.support.fileio import discard_partial_writes
 from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT
@@ -75,6 +76,47 @@ def timeout_option(calls: str) -> Callable[[F], F]:
         metavar="SECONDS",
         help=f"Stop XLA after this long on any one call ({calls}): the module fails, naming the stage. 0: no limit.",
     )
+
+
+def neuron_cc_options(which: str) -> Callable[[F], F]:
+    """``--neuron-cc-flags`` and ``--neuron-compiler``, for a command whose `which` (described) the auto-cast
+    they ask for is applied to."""
+
+    def decorate(command: F) -> F:
+        compiler = click.option(
+            "--neuron-compiler",
+            type=click.Choice(COMPILERS),
+            default=None,
+            help="The neuronx-cc release whose dtype defaults apply (2.26: --auto-cast matmult to bf16; 2.27: "
+            f"none, mixed-precision accumulation on) [default with --neuron-cc-flags: {COMPILERS[-1]}].",
+        )
+        flags = click.option(
+            "--neuron-cc-flags",
+            metavar="FLAGS|env",
+            default=None,
+            help=f"neuronx-cc's dtype flags as the compiler takes them ('--auto-cast matmult --auto-cast-type bf16', "
+            f"--enable/--disable-mixed-precision-accumulation), or 'env' for $NEURON_CC_FLAGS: {which} run the "
+            "neuron-auto-cast they ask for. Flags hloopt does not model are named and ignored.",
+        )
+        return flags(compiler(command))
+
+    return decorate
+
+
+def read_neuron_cc_flags(flags: str | None, compiler: Compiler | None) -> str | None:
+    """The flags' text (``env`` read from this process's environment, only when asked), checked once, here:
+    a bad value is an error (exit 2), each flag hloopt does not model named once on stderr."""
+    if flags is None and compiler is None:
+        return None
+    text = flags_text(flags or "", os.environ)
+    settings = parse_neuron_cc_flags(text, compiler)
+    if settings.ignored:
+        click.echo(
+            f"hloopt: warning: --neuron-cc-flags: not modelled, ignored: {', '.join(settings.ignored)}", err=True
+        )
+    for note in settings.notes:
+        click.echo(f"hloopt: note: --neuron-cc-flags: {note}", err=True)
+    return text
 
 
 class ShardType(click.ParamType):
@@ -168,6 +210,11 @@ class LazyGroup(click.Group):
             "hloopt.cli.execution:compare_command",
             "Run A and B on the same inputs and compare outputs: exit 0 all within tolerance, 1 any over, "
             "2 on an error.",
+        ),
+        "dtypes": (
+            "hloopt.cli.dtypes:dtypes_command",
+            "List each layer's dots, convolutions, reduces and elementwise groups with their element types before "
+            "and after a Neuron compile's dtype passes, and why the auto-cast left an op alone.",
         ),
         "cast": ("hloopt.cli.cast:cast_command", "Convert the elements of IN from one dtype to another and write OUT."),
         "report": ("hloopt.cli.report:report_group", "Work with the JSON reports of 'hloopt run --report'."),
@@ -269,6 +316,7 @@ def main() -> None:
     "themselves, so they must share this filesystem; --jobs then sizes the modules in flight [default: "
     "the cluster's threads].",
 )
+@neuron_cc_options("the passes")
 @timeout_option("reading or writing a .pb or .mlir file, one module's --verify-numerics")
 @reports_errors
 # Each option arrives under its FileOptions or BatchOptions field name (tests/cli keeps the lists equal),
@@ -285,6 +333,7 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
     from hloopt.driver.flow import FileOptions
 
     batch_only = {name: given.pop(name) for name in _BATCH_ONLY}
+    given["neuron_cc_flags"] = read_neuron_cc_flags(given["neuron_cc_flags"], given["neuron_compiler"])
     options = FileOptions(**given, check_changed=_changed_check())
     batch = BatchOptions(options, **batch_only)
     if "-" in inputs and len(inputs) > 1:
@@ -326,13 +375,13 @@ _NEEDS: tuple[tuple[str, Callable[[FileOptions], bool], str], ...] = (
     ("atol", lambda o: o.verify_numerics, "--atol is a tolerance of --verify-numerics: it needs --verify-numerics"),
     (
         "numerics",
-        lambda o: o.passes is not None or o.verify_numerics,
+        lambda o: o.pipeline is not None or o.verify_numerics,
         "--numerics chooses the cast rules of the passes and of --verify-numerics: it needs --passes or "
         "--verify-numerics",
     ),
     (
         "dump_dir",
-        lambda o: o.passes is not None,
+        lambda o: o.pipeline is not None,
         "--dump-dir keeps the module after each pass: it needs --passes",
     ),
     ("output_format", lambda o: not o.check, "--output-format chooses what is written: --check writes nothing"),

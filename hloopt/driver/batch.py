@@ -163,6 +163,8 @@ class BatchReport:
         o, batch = self.options.file, self.options
         options = {
             "passes": o.passes,
+            # Only when given: a report without them reads as before.
+            **{k: v for k, v in (("neuron_cc_flags", o.neuron_cc_flags), ("neuron_compiler", o.neuron_compiler)) if v},
             "numerics": o.numerics,
             "per_pass": o.per_pass,
             "check": o.check,
@@ -221,7 +223,7 @@ def check_options(inputs: Sequence[str], batch: BatchOptions) -> BatchOptions:
     # Checked before any module is processed, so a bad path costs nothing and leaves nothing written.
     if batch.report_path is not None:
         check_output(batch.report_path)
-    if options.dump_dir is not None and options.passes is not None:
+    if options.dump_dir is not None and options.pipeline is not None:
         check_output(options.dump_dir, directory=True)
     if options.check and options.output is not None:
         return replace(batch, file=replace(options, output=None))

@@ -31,6 +31,7 @@ from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 if TYPE_CHECKING:
     from hloopt.arrays.comparing import CompareReport
     from hloopt.ir.module import Module
+    from hloopt.passes.neuron_cc_flags import Compiler
     from hloopt.passes.pipeline import ChangedCheck, PassReport
     from hloopt.xla.bridge import IsolatedPool
 
@@ -66,6 +67,20 @@ class FileOptions:
     timeout: float = DEFAULT_TIMEOUT
     #: The pipeline's changed-flag check (`run_pipeline`'s `check_changed`; the CLI reads $HLOOPT_CHECK_PASS_CHANGED).
     check_changed: ChangedCheck | None = None
+    #: neuronx-cc's flags (``--neuron-cc-flags``): the auto-cast they ask for runs with `passes`. The CLI
+    #: replaces ``env`` by ``$NEURON_CC_FLAGS``'s text, so a batch's workers, wherever they run, read the same.
+    neuron_cc_flags: str | None = None
+    #: The neuronx-cc release whose defaults `neuron_cc_flags` override (``--neuron-compiler``).
+    neuron_compiler: Compiler | None = None
+
+    @property
+    def pipeline(self) -> str | None:
+        """What runs: `passes` with the compiler flags' ``neuron-auto-cast`` entry; None: no passes at all."""
+        if self.neuron_cc_flags is None and self.neuron_compiler is None:
+            return self.passes
+        from hloopt.passes.neuron_cc_flags import parse_neuron_cc_flags
+
+        return parse_neuron_cc_flags(self.neuron_cc_flags or "", self.neuron_compiler).with_passes(self.passes)
 
 
 @dataclass(frozen=True)
@@ -260,7 +275,7 @@ def output_clashes(jobs: Sequence[Job], options: FileOptions) -> list[str]:
 
 def _process(job: Job, options: FileOptions, file: FileResult, pool: IsolatedPool | None) -> None:
     target = output_target(job, options, named_format(job.path) or Format.HLO)
-    dump = job.below(options.dump_dir) if options.passes is not None else None
+    dump = job.below(options.dump_dir) if options.pipeline is not None else None
     # Every output is checked before anything is written: a path that cannot be written leaves nothing behind.
     # (--in-place rewrites INPUT only when its text changes: its directory is checked only then, by the write.)
     if target is not None and not options.in_place:
@@ -349,13 +364,14 @@ def _process_module(
     module = parse(located, name)
     if options.verify_numerics:  # it will be run: refused here, located, rather than by XLA in MLIR's words
         check_executable(module, located if read is Format.HLO else None, name)
-    if options.passes is not None:
+    pipeline = options.pipeline
+    if pipeline is not None:
         if dump is not None:
             make_directories(dump)
         try:
             report = run_pipeline(
                 module,
-                options.passes,
+                pipeline,
                 numerics=options.numerics,
                 dump_dir=dump,
                 original=lambda: parse(located, name),
@@ -376,7 +392,7 @@ def _process_module(
         result.status = "changed" if any(p.changed for p in result.passes) else "unchanged"
         return module
     text = module.to_text()
-    changed = any(p.changed for p in result.passes) if options.passes is not None else as_file(text) != as_file(source)
+    changed = any(p.changed for p in result.passes) if pipeline is not None else as_file(text) != as_file(source)
     result.status = "changed" if changed else "unchanged"
     result.texts = (located, text)
     return module
@@ -390,7 +406,7 @@ def _write_streamed(module: Module, source: str, output: Output, options: FileOp
     from hloopt.text.printer import print_module_pieces
 
     pieces = _as_file_pieces(print_module_pieces(module))
-    compared = _Compared(pieces, source) if options.passes is None else None
+    compared = _Compared(pieces, source) if options.pipeline is None else None
     output.data = pieces if compared is None else compared
     output.write()
     if compared is not None:

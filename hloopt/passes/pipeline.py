@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 from hloopt.analysis.verifier import VerificationError, verify
 from hloopt.errors import HloError
 from hloopt.ir.module import Module
-from hloopt.passes.base import HloPass, PassError, pass_name
+from hloopt.passes.base import HloPass, PassError, PassResult, pass_name
 from hloopt.passes.registry import row_of, select
 from hloopt.support.fileio import write_atomic
 
@@ -102,6 +102,7 @@ def run_pipeline(
     original: Callable[[], Module] | None = None,
     check_changed: ChangedCheck | None = None,
     after_pass: Callable[[str, str], None] | None = None,
+    observe: Callable[[HloPass, Module, PassResult | None], None] | None = None,
 ) -> PipelineReport:
     """Run `passes` (a spec such as ``all`` or ``a,b{k=v}``, or a list of specs and pass objects) on `module` in place.
 
@@ -119,6 +120,9 @@ def run_pipeline(
     `after_pass` is given the name and printed module of each pass that changed it (the CLI's
     --per-pass compares them), printed once when dumping too.
 
+    `observe` sees each pass with the module before it runs (result None) and its `PassResult` after
+    (`hloopt dtypes` follows the provenance back to the input this way).
+
     A pass that fails on a bug raises a `PassError` naming it and the passes that ran before it.
     """
     ordered = plan(passes, numerics)
@@ -131,10 +135,14 @@ def run_pipeline(
         write_atomic(dump / "00-input.hlo", text or "")
     step = 0
     for planned in ordered:
+        if observe is not None:
+            observe(planned.hlo_pass, module, None)
         try:
             result = planned.hlo_pass.run(module)
         except PassError as err:
             raise err.after(tuple(p.name for p in report.passes)) from err.__cause__
+        if observe is not None:
+            observe(planned.hlo_pass, module, result)
         if result.changed and check:
             _verify_after(module, planned.name, original)
         report.passes.append(PassReport(planned.name, result.changed, result.rewritten, result.warnings))

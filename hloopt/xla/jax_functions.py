@@ -28,6 +28,7 @@ import numpy as np
 from hloopt.arrays import ExecutionError
 from hloopt.cast_engine import Numerics
 from hloopt.ir.module import Module
+from hloopt.passes.neuron_cc_flags import Compiler, parse_neuron_cc_flags
 from hloopt.passes.pipeline import run_pipeline
 from hloopt.text.parser import parse
 from hloopt.xla.bridge import Executable, compile_cpu
@@ -395,8 +396,14 @@ def jit(
     static_argnames: str | Iterable[str] | None = None,
     donate_argnums: int | Iterable[int] | None = None,
     donate_argnames: str | Iterable[str] | None = None,
+    neuron_cc_flags: str | None = None,
+    neuron_compiler: Compiler | None = None,
 ) -> Jitted:
     """`jax.jit(fn)`, executing the module after hloopt's `passes` (under device `numerics` if asked).
+
+    `neuron_cc_flags` (neuronx-cc's dtype flags, or ``"env"`` for ``$NEURON_CC_FLAGS``, read now) and
+    `neuron_compiler` (a release's defaults) add the ``neuron-auto-cast`` they ask for to `passes`, as
+    ``hloopt run --neuron-cc-flags`` does; flags hloopt does not model are named in one warning.
 
     Static arguments are jax.jit's (a name implies its position and back, from `fn`'s signature).
     Donation is accepted and ignored: the rewritten module runs on copies, so nothing is donated.
@@ -407,6 +414,11 @@ def jit(
 
     del donate_argnums, donate_argnames
     check_numerics(numerics)
+    if neuron_cc_flags is not None or neuron_compiler is not None:
+        settings = parse_neuron_cc_flags(neuron_cc_flags or "", neuron_compiler)
+        if settings.ignored:
+            warnings.warn(f"neuron_cc_flags: not modelled, ignored: {', '.join(settings.ignored)}", stacklevel=2)
+        passes = settings.with_passes(_spec(passes) if passes else None)
     try:
         signature: inspect.Signature | None = inspect.signature(fn)
     except (TypeError, ValueError):

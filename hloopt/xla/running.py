@@ -89,7 +89,9 @@ class Prepared(NamedTuple):
     warnings: tuple[str, ...]
 
 
-def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module", *, located: bool = True) -> Prepared:
+def with_numerics(
+    module: ModuleLike, numerics: Numerics, label: str = "module", *, located: bool = True, passes: str | None = None
+) -> Prepared:
     """The text to run for `module`, and the warnings of the passes that made it (pass name first).
 
     This is where every module is prepared before XLA compiles it (`run`, `compare`, `compare_passes`,
@@ -100,6 +102,8 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
     and a module nothing had to change runs exactly as given. A module XLA's compiler would refuse
     (`check_executable`) is refused at its instruction: on its line of the text when `module` is text
     and `located` (the text is the module as its user wrote it, not one converted from a .pb or .mlir).
+    `passes` (a spec: the auto-cast of ``--neuron-cc-flags``) run on the copy first, in registry order
+    with the rest, so the device's converts emulate the casts they make too.
     """
     from hloopt.analysis.verifier import check_executable
     from hloopt.passes.cpu_runnable import CpuRunnable, NotCpuRunnable
@@ -109,9 +113,13 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
     text = _text(module)
     copy = parse(text, label)
     check_executable(copy, text if located and isinstance(module, str) else None, label)
-    passes = [CpuRunnable(), *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else [])]
+    steps = [
+        *([passes] if passes else []),
+        CpuRunnable(),
+        *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else []),
+    ]
     try:
-        report = run_pipeline(copy, passes, original=lambda: parse(text, label))
+        report = run_pipeline(copy, steps, original=lambda: parse(text, label))
     except NotCpuRunnable as err:
         raise NotCpuRunnable(f"{label}: {err}") from None
     notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
