@@ -76,12 +76,21 @@ def test_saturate_infinity_is_explained(module: Path) -> None:
 
 
 def _dot_types(text: str) -> str:
-    """The element types of the dot's operands, from their definitions in `text`: ``f32,f32``."""
+    """The element types the dot's operands were rounded to, from their definitions in `text`: each operand's
+    own type or, for an f32 `convert` (the auto-cast widens its bf16 operands back for XLA's CPU), its source's."""
     operands = re.search(r" dot\(([^)]*)\)", text)
     assert operands is not None
-    names = [name.strip() for name in operands.group(1).split(",")]
-    types = [re.search(rf"{re.escape(name)} = (\w+)\[", text) for name in names]
-    return ",".join(found.group(1) for found in types if found is not None)
+    types = []
+    for name in (name.strip() for name in operands.group(1).split(",")):
+        found = re.search(rf"{re.escape(name)} = (\w+)\[[^\n]*? (\w+)\((%[\w.\-]+)", text)
+        assert found is not None
+        if found.group(2) == "convert" and found.group(1) == "f32":
+            source = re.search(rf"{re.escape(found.group(3))} = (\w+)\[", text)
+            assert source is not None
+            types.append(source.group(1))
+        else:
+            types.append(found.group(1))
+    return ",".join(types)
 
 
 def test_run_applies_the_auto_cast(module: Path) -> None:
