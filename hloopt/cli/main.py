@@ -169,6 +169,11 @@ class LazyGroup(click.Group):
             "Run A and B on the same inputs and compare outputs: exit 0 all within tolerance, 1 any over, "
             "2 on an error.",
         ),
+        "trace": (
+            "hloopt.cli.trace:trace_command",
+            "Run A and B with every instruction's value captured: the first instruction whose own error is "
+            "over tolerance.",
+        ),
         "cast": ("hloopt.cli.cast:cast_command", "Convert the elements of IN from one dtype to another and write OUT."),
         "report": ("hloopt.cli.report:report_group", "Work with the JSON reports of 'hloopt run --report'."),
     },

@@ -100,6 +100,14 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
     (`check_executable`) is refused at its instruction: on its line of the text when `module` is text
     and `located` (the text is the module as its user wrote it, not one converted from a .pb or .mlir).
     """
+    return prepared_with_provenance(module, numerics, label, located=located)[0]
+
+
+def prepared_with_provenance(
+    module: ModuleLike, numerics: Numerics, label: str = "module", *, located: bool = True
+) -> tuple[Prepared, dict[str, str]]:
+    """`with_numerics`, and the provenance of the preparation's passes (an instruction of the text to run
+    → the one of `module` it comes from), which ``trace`` follows from what ran back to what was written."""
     from hloopt.analysis.verifier import check_executable
     from hloopt.passes.cpu_runnable import CpuRunnable, NotCpuRunnable
     from hloopt.passes.pipeline import run_pipeline
@@ -114,7 +122,7 @@ def with_numerics(module: ModuleLike, numerics: Numerics, label: str = "module",
     except NotCpuRunnable as err:
         raise NotCpuRunnable(f"{label}: {err}") from None
     notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
-    return Prepared(copy.to_text() if report.changed else text, notes)
+    return Prepared(copy.to_text() if report.changed else text, notes), report.provenance
 
 
 # --- inputs ----------------------------------------------------------------------------------
