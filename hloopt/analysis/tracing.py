@@ -287,7 +287,7 @@ def matched_inputs(module: Module, names: Collection[str]) -> dict[str, list[str
     its operands, looking through operands not named (a tuple, a convert a pass made)."""
     inputs: dict[str, list[str]] = {}
     for instruction in module.entry.instructions:
-        if instruction.name in names:
+        if instruction.name in names and instruction.opcode != "parameter":
             found = region_inputs(module, instruction.name, names)
             inputs[instruction.name] = found if found is not None else _named_operands(instruction, names)
     return inputs

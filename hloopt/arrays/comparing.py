@@ -192,7 +192,7 @@ def _ordered(array: np.ndarray) -> np.ndarray:
     return np.where(bits & sign, -(bits & (sign - 1)), bits)
 
 
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
+def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
     """Max ULP distance between a and b, in the lower-precision type of the two."""
     kind = value_kind(a.dtype)
     if kind != value_kind(b.dtype):
@@ -238,7 +238,7 @@ def compare_outputs(
     elif bit_identical:
         max_ulp, ulp_type = 0, xla_type_name(a.dtype)
     else:
-        max_ulp, ulp_type = ulp_distance(a, b)
+        max_ulp, ulp_type = _ulp_distance(a, b)
     return OutputComparison(
         index=index,
         shape=tuple(a.shape),

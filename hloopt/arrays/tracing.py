@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hloopt.arrays.comparing import OutputComparison, compare_outputs, ulp_distance, value_kind, xla_type_name
+from hloopt.arrays.comparing import OutputComparison, compare_outputs, value_kind, xla_type_name
 from hloopt.ir.element_types import BY_NAME, Kind
 from hloopt.support.tolerances import TRACE_ULPS, TRACE_ULPS_NARROW
 
@@ -44,21 +44,30 @@ def over(error: OutputComparison) -> bool:
     return error.max_ulp > tolerance(error.ulp_type)
 
 
+def moved(error: OutputComparison) -> bool:
+    """Whether any value differs (a type alone, or the sign of a zero, is no difference here)."""
+    return error.nan_mismatches > 0 or error.max_abs_err > 0
+
+
 def verdict(a: np.ndarray, b: np.ndarray, reference: np.ndarray) -> Verdict | None:
-    """B against A as seen from the f64 `reference`, in ULPs of the narrower of A's and B's types: better
-    when B is closer to it than A, precision when B is farther by no more than that type's `tolerance`
-    (or not at all), suspect beyond; None for values that are not floats. A NaN where the reference has
-    a number is as far as can be; elements where the reference is NaN are left out."""
+    """B against A as seen from the f64 `reference`, by mean absolute error against it: better when B's is
+    smaller than A's, precision when it is larger by no more than the narrower type's `tolerance` (at
+    least one) in ULPs at each reference value, suspect beyond; None for values that are not floats.
+    A NaN where the reference has a number is as far as can be; elements where the reference is NaN
+    are left out. (A mean, not a maximum: near zero one element's ULP count says little.)"""
     if value_kind(a.dtype) != "float" or value_kind(b.dtype) != "float":
         return None
     narrow = min(a.dtype, b.dtype, key=_bits)
-    keep = ~np.isnan(reference.astype(np.float64))
-    target = reference.astype(np.float64)[keep].astype(narrow)
-    far_a = _far(a[keep].astype(narrow), target)
-    far_b = _far(b[keep].astype(narrow), target)
+    target = reference.astype(np.float64)
+    keep = ~np.isnan(target)
+    if not keep.any():
+        return "precision"
+    target = target[keep]
+    far_a, far_b = _far(a[keep], target), _far(b[keep], target)
     if far_b < far_a:
         return "better"
-    return "precision" if far_b <= far_a + tolerance(xla_type_name(np.dtype(narrow))) else "suspect"
+    allowed = max(1, tolerance(xla_type_name(np.dtype(narrow)))) * float(np.mean(_spacing(target, narrow)))
+    return "precision" if far_b <= far_a + allowed else "suspect"
 
 
 def _bits(dtype: np.dtype) -> int:
@@ -67,12 +76,25 @@ def _bits(dtype: np.dtype) -> int:
     return int(ml_dtypes.finfo(dtype).nmant)
 
 
+def _spacing(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The ULP of `dtype` at each of `values` (its smallest subnormal step near zero)."""
+    import ml_dtypes
+
+    info = ml_dtypes.finfo(dtype)
+    tiny = float(info.smallest_subnormal)
+    with np.errstate(divide="ignore"):
+        exponent = np.floor(np.log2(np.maximum(np.abs(values), float(info.smallest_normal))))
+    return np.maximum(np.exp2(exponent - int(info.nmant)), tiny)
+
+
 def _far(values: np.ndarray, target: np.ndarray) -> float:
-    """The largest ULP distance of `values` from `target` (same type); infinite when one is NaN alone."""
-    if np.any(np.isnan(values.astype(np.float64))):
+    """The mean absolute distance of `values` from `target`; infinite when one is NaN alone."""
+    wide = values.astype(np.float64)
+    if np.any(np.isnan(wide)):
         return float("inf")
-    ulps, _ = ulp_distance(values, target)
-    return float(ulps or 0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        distance = np.abs(wide - target)
+    return float(np.mean(np.where(wide == target, 0.0, distance)))
 
 
 @dataclass(frozen=True)
@@ -164,7 +186,7 @@ class TraceReport:
     def ranked(self) -> list[tuple[str, list[Traced]]]:
         """The `top` instructions by local error (ULPs, then max rel), grouped by ``op_name`` scope, the
         group of the worst first."""
-        made = [t for t in self.instructions if t.local is not None and not t.local.bit_identical]
+        made = [t for t in self.instructions if t.local is not None and moved(t.local)]
         made.sort(key=lambda t: (t.makes_error, _ulps(t.local), _rel(t.local)), reverse=True)
         groups: dict[str, list[Traced]] = {}
         for traced in made[: self.top]:
@@ -257,7 +279,7 @@ def path_back(start: str, by_a: Mapping[str, Traced], inputs: Mapping[str, Seque
     current = by_a.get(start)
     while current is not None and not current.makes_error:
         carried = [by_a[name] for name in inputs.get(current.a, ()) if name in by_a]
-        carried = [t for t in carried if not t.propagated.bit_identical]
+        carried = [t for t in carried if moved(t.propagated) and t.a not in path]
         if not carried:
             break
         current = max(carried, key=lambda t: (t.propagated.nan_mismatches, _ulps(t.propagated), _rel(t.propagated)))
