@@ -25,16 +25,20 @@ from hloopt.ir import Module
 from hloopt.ir.module import Instruction
 from hloopt.ir.shape import ArrayShape
 from hloopt.support.tolerances import TRACE_TOP
-from hloopt.xla.bridge import Executable, host_spec
+from hloopt.xla.bridge import Executable, IsolatedPool, host_spec, isolated_call, worker_pool
 from hloopt.xla.running import (
+    DEFAULT_MAX_BYTES,
     Prepared,
+    _host,
     _check_runnable,
     _compile,
     _prepare,
     _shared_inputs,
     byte_size,
+    numerics_sides,
     prepared_with_provenance,
 )
+from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 
 @dataclass(frozen=True)
@@ -164,11 +168,13 @@ def trace_prepared(job: TraceJob) -> TraceReport:
     b_to_a = {pair.b: pair.a for pair in pairs}
     sizes_a = {i.name: graph.byte_count(i) for i in module_a.entry.instructions if graph.traced(i)}
     sizes_b = {i.name: graph.byte_count(i) for i in module_b.entry.instructions if graph.traced(i)}
+    a_names = {pair.a: pair.a for pair in pairs}
     feeds = [graph.region_inputs(module_b, pair.b, b_to_a) for pair in pairs]
+    feeds_a = [graph.region_inputs(module_a, pair.a, a_names) for pair in pairs]
     costs = []
     for pair, fed in zip(pairs, feeds):
         own = sizes_a[pair.a] + 2 * sizes_b[pair.b] + (8 * sizes_a[pair.a] if reference is not None else 0)
-        costs.append((own, {b_to_a[name] for name in fed or ()}))
+        costs.append((own + sizes_a[pair.a], {b_to_a[name] for name in fed or ()}))
     used = _leaf_bytes(run_a) + _leaf_bytes(run_b) + (0 if reference is None else _leaf_bytes(reference.executable))
     budget = _budget(job.max_bytes, used, " and ".join(labels))
     groups = _rounds(costs, lambda name: 2 * sizes_a[name], budget, " and ".join(labels))
@@ -177,11 +183,15 @@ def trace_prepared(job: TraceJob) -> TraceReport:
     for group in groups:
         batch = [pairs[index] for index in group]
         fed = [feeds[index] for index in group]
-        values_a = a.values([*(p.a for p in batch), *(b_to_a[n] for names in fed for n in names or ())])
+        fed_a = [feeds_a[index] for index in group]
+        values_a = a.values(
+            [*(p.a for p in batch), *(b_to_a[n] for names in fed for n in names or ()), *(n for names in fed_a for n in names or ())]
+        )
         values_b = b.values([p.b for p in batch])
         values_r = {} if reference is None else reference.values([reference_of[p.origin] for p in batch if p.origin in reference_of])
-        local = _recomputed(module_b, [(p, names) for p, names in zip(batch, fed)], values_a, b_to_a, b.executable.name)
-        recomputes += bool(local)
+        local = _recomputed(module_b, [(p.b, names) for p, names in zip(batch, fed)], values_a, b_to_a, labels[1])
+        own = _recomputed(module_a, [(p.a, names) for p, names in zip(batch, fed_a)], values_a, a_names, labels[0])
+        recomputes += bool(local) + bool(own)
         for pair in batch:
             value_a, value_b = values_a[pair.a], values_b[pair.b]
             value_r = values_r.get(reference_of.get(pair.origin, ""))
@@ -192,7 +202,7 @@ def trace_prepared(job: TraceJob) -> TraceReport:
                     pair.b,
                     pair.scope,
                     measure(value_a, value_b),
-                    None if pair.b not in local else measure(value_a, local[pair.b]),
+                    None if pair.b not in local or pair.a not in own else measure(own[pair.a], local[pair.b]),
                     None if value_r is None else verdict(value_a, value_b, value_r),
                 )
             )
@@ -242,25 +252,28 @@ def _reference(job: TraceJob, inputs: Sequence[np.ndarray]) -> tuple[_Running | 
 
 
 def _recomputed(
-    module_b: Module,
-    batch: Sequence[tuple[graph.Pair, list[str] | None]],
+    module: Module,
+    batch: Sequence[tuple[str, list[str] | None]],
     values_a: dict[str, np.ndarray],
-    b_to_a: dict[str, str],
+    to_a: dict[str, str],
     label: str,
 ) -> dict[str, np.ndarray]:
-    """B's instructions of `batch` computed from A's values of the instructions they read, by name of B;
-    a pair whose recomputation would need a value not at hand is left out."""
-    roots = [pair.b for pair, fed in batch if fed is not None]
+    """`module`'s instructions named in `batch` computed from A's values of the instructions they read
+    (`to_a` names each in A); one whose recomputation would need a value not at hand is left out.
+    A's own instructions are recomputed the same way, so that the local error compares two values made
+    alike: XLA's CPU code for an instruction can differ by a bit between a whole module and a small one
+    (what it fuses, what it contracts to a fused multiply-add)."""
+    roots = [root for root, fed in batch if fed is not None]
     if not roots:
         return {}
-    module, parameters = graph.recompute(module_b, roots, set(b_to_a))
-    by_name = {i.name: i for i in module_b.entry.instructions}
+    recomputing, parameters = graph.recompute(module, roots, set(to_a))
+    by_name = {i.name: i for i in module.entry.instructions}
     fed = []
     for name in parameters:
         shape = by_name[name].shape
         assert isinstance(shape, ArrayShape)
-        fed.append(values_a[b_to_a[name]].astype(host_spec(shape)[1]))
-    return dict(zip(roots, _run(module, fed, label)))
+        fed.append(values_a[to_a[name]].astype(host_spec(shape)[1]))
+    return dict(zip(roots, _run(recomputing, fed, label)))
 
 
 def nan_prepared(traced: Side, inputs: list[np.ndarray] | None, seed: int, max_bytes: int) -> NanOrigin | None:
@@ -303,3 +316,51 @@ def nan_prepared(traced: Side, inputs: list[np.ndarray] | None, seed: int, max_b
             tuple((name, value_at(values[name], index)) for name in operands),
         )
     return None
+
+
+def trace(
+    a: str,
+    b: str | None = None,
+    passes: str | None = None,
+    numerics: str | Sequence[str] = "xla",
+    reference: bool = False,
+    inputs: Sequence[np.ndarray] | None = None,
+    seed: int = 0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    *,
+    pool: IsolatedPool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TraceReport:
+    """`hloopt trace` from Python: B (a module's text, matched by names) or A after `passes` (matched by
+    provenance) against A, on the same inputs, in an XLA worker; `reference` adds the f64 verdict."""
+    sides = numerics_sides(numerics)
+    with worker_pool(pool) as workers:
+        side_b = side(a if b is None else b, sides[1], "B", passes)
+        job = TraceJob(
+            side(a, sides[0], "A"),
+            side_b,
+            side(a, "xla", "A (f64)") if reference else None,
+            _host(inputs),
+            seed,
+            max_bytes,
+            "provenance" if b is None else "names",
+        )
+        return isolated_call(trace_prepared, job, timeout=limit(timeout), label="A against B", pool=workers)
+
+
+def nan_origin(
+    module: str,
+    passes: str | None = None,
+    numerics: Numerics = "xla",
+    inputs: Sequence[np.ndarray] | None = None,
+    seed: int = 0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    *,
+    pool: IsolatedPool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> NanOrigin | None:
+    """`hloopt trace --nan` from Python: where `module` (after `passes`) first makes a NaN or Inf."""
+    with worker_pool(pool) as workers:
+        traced = side(module, numerics, "module", passes)
+        args = (traced, _host(inputs), seed, max_bytes)
+        return isolated_call(nan_prepared, *args, timeout=limit(timeout), label="module", pool=workers)
