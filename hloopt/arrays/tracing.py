@@ -20,6 +20,7 @@ from hloopt.ir.element_types import BY_NAME, Kind
 from hloopt.support.tolerances import TRACE_ULPS, TRACE_ULPS_NARROW
 
 Verdict = Literal["precision", "better", "suspect"]
+_WORST_FIRST: tuple[Verdict, ...] = ("suspect", "better", "precision")
 
 
 def tolerance(element_type: str) -> int:
@@ -197,10 +198,7 @@ class TraceReport:
     def verdict(self) -> Verdict | None:
         """The module's: suspect when an output is, else better when one is, else precision."""
         verdicts = {output.verdict for output in self.outputs} - {None}
-        for kind in ("suspect", "better", "precision"):
-            if kind in verdicts:
-                return kind  # type: ignore[return-value]
-        return None
+        return next((kind for kind in _WORST_FIRST if kind in verdicts), None)
 
     def to_dict(self) -> dict[str, Any]:
         first = self.first
@@ -225,8 +223,10 @@ class TraceReport:
 
     def render(self) -> str:
         """For people: the first instruction that makes error, the top ones by scope, each output's path."""
-        lines = [f"matched {len(self.instructions)} instructions by {self.matched_by}; "
-                 f"{self.rounds} rounds, {self.executions} executions"]
+        lines = [
+            f"matched {len(self.instructions)} instructions by {self.matched_by}; "
+            f"{self.rounds} rounds, {self.executions} executions"
+        ]
         first = self.first
         if first is None:
             lines.append("no instruction's local error is over tolerance")

@@ -14,7 +14,14 @@ import click
 
 from hloopt.arrays.npz import load_arrays
 from hloopt.cast_engine import Numerics
-from hloopt.cli.execution import _echo_warnings, _inputs_option, _max_bytes_option, _modules, _NumericsSides, _seed_option
+from hloopt.cli.execution import (
+    _echo_warnings,
+    _inputs_option,
+    _max_bytes_option,
+    _modules,
+    _NumericsSides,
+    _seed_option,
+)
 from hloopt.cli.main import reports_errors, timeout_option
 from hloopt.errors import HloError
 from hloopt.support.tolerances import TRACE_TOP
@@ -42,7 +49,9 @@ from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
     type=click.Choice(["f64"]),
     help="Also run A in f64 and class each instruction and output as precision, better or suspect.",
 )
-@click.option("--nan", "nan", is_flag=True, help="Name the first instruction that makes NaN or Inf from finite operands.")
+@click.option(
+    "--nan", "nan", is_flag=True, help="Name the first instruction that makes NaN or Inf from finite operands."
+)
 @click.option("--top", default=TRACE_TOP, show_default=True, help="How many instructions to list by local error.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON (docs/trace-json.md).")
 @_max_bytes_option
@@ -77,13 +86,13 @@ def trace_command(
         b = a if b_path is None else _modules(b_path, False, timeout, pool)[0]
         b_label = b_path or (f"{a_path} after {passes}" if passes else f"{a_path} ({numerics[1]})")
         inputs = None if inputs_path is None else load_arrays(inputs_path)
+        side_a = side(a.text, numerics[0], a_path, located=a.written)  # first: an error in A is said of A
         side_b = side(b.text, numerics[1], b_label, passes, located=b.written)
         if nan:
             changed = b_path is not None or passes or numerics[0] != numerics[1]
-            traced = side_b if changed else side(a.text, numerics[0], a_path, located=a.written)
+            traced = side_b if changed else side_a
             call, args, label = nan_prepared, (traced, inputs, seed, max_bytes), traced.label
         else:
-            side_a = side(a.text, numerics[0], a_path, located=a.written)
             wide = side(a.text, "xla", f"{a_path} (f64)", located=a.written) if reference else None
             matched_by = "names" if b_path is not None else "provenance"
             job = TraceJob(side_a, side_b, wide, inputs, seed, max_bytes, matched_by, top)

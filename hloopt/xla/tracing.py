@@ -17,8 +17,17 @@ import numpy as np
 
 from hloopt.analysis import tracing as graph
 from hloopt.arrays import ExecutionError
-from hloopt.arrays.tracing import NanOrigin, OutputTrace, Traced, TraceReport, first_nonfinite, measure, path_back
-from hloopt.arrays.tracing import value_at, verdict
+from hloopt.arrays.tracing import (
+    NanOrigin,
+    OutputTrace,
+    Traced,
+    TraceReport,
+    first_nonfinite,
+    measure,
+    path_back,
+    value_at,
+    verdict,
+)
 from hloopt.cast_engine import Numerics
 from hloopt.errors import HloError
 from hloopt.ir import Module
@@ -29,9 +38,9 @@ from hloopt.xla.bridge import Executable, IsolatedPool, host_spec, isolated_call
 from hloopt.xla.running import (
     DEFAULT_MAX_BYTES,
     Prepared,
-    _host,
     _check_runnable,
     _compile,
+    _host,
     _prepare,
     _shared_inputs,
     byte_size,
@@ -127,7 +136,9 @@ def _budget(max_bytes: int, used: int, labels: str) -> int:
     return max_bytes - used
 
 
-def _rounds(costs: Sequence[tuple[int, set[str]]], shared: Callable[[str], int], budget: int, what: str) -> list[list[int]]:
+def _rounds(
+    costs: Sequence[tuple[int, set[str]]], shared: Callable[[str], int], budget: int, what: str
+) -> list[list[int]]:
     """Consecutive groups of items whose own bytes plus the bytes of the names they share (each counted once
     per group) stay within `budget`; an item alone over it is refused."""
     groups: list[list[int]] = []
@@ -185,10 +196,18 @@ def trace_prepared(job: TraceJob) -> TraceReport:
         fed = [feeds[index] for index in group]
         fed_a = [feeds_a[index] for index in group]
         values_a = a.values(
-            [*(p.a for p in batch), *(b_to_a[n] for names in fed for n in names or ()), *(n for names in fed_a for n in names or ())]
+            [
+                *(p.a for p in batch),
+                *(b_to_a[n] for names in fed for n in names or ()),
+                *(n for names in fed_a for n in names or ()),
+            ]
         )
         values_b = b.values([p.b for p in batch])
-        values_r = {} if reference is None else reference.values([reference_of[p.origin] for p in batch if p.origin in reference_of])
+        values_r = (
+            {}
+            if reference is None
+            else reference.values([reference_of[p.origin] for p in batch if p.origin in reference_of])
+        )
         local = _recomputed(module_b, [(p.b, names) for p, names in zip(batch, fed)], values_a, b_to_a, labels[1])
         own = _recomputed(module_a, [(p.a, names) for p, names in zip(batch, fed_a)], values_a, a_names, labels[0])
         recomputes += bool(local) + bool(own)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import sampled
+
 from hloopt.arrays.tracing import TraceReport
 from hloopt.xla.bridge import IsolatedPool
 from hloopt.xla.tracing import nan_origin, trace
@@ -30,7 +30,11 @@ def random_module(seed: int, size: int = 12) -> tuple[str, list[str]]:
     """A random f32 module of elementwise ops over two parameters and a constant: its text, and the lines
     of its body (one per instruction) so that a plant can rewrite one."""
     rng = random.Random(seed)
-    lines = ["p0 = f32[8] parameter(0)", "p1 = f32[8] parameter(1)", "k = f32[8] constant({1.25, -0.5, 3, 2, 0.75, -1.5, 4, 0.125})"]
+    lines = [
+        "p0 = f32[8] parameter(0)",
+        "p1 = f32[8] parameter(1)",
+        "k = f32[8] constant({1.25, -0.5, 3, 2, 0.75, -1.5, 4, 0.125})",
+    ]
     names = ["p0", "p1", "k"]
     for index in range(size):
         name = f"v{index}"
@@ -97,7 +101,9 @@ def test_identical_modules_make_no_error(pool: IsolatedPool) -> None:
     text, _ = random_module(1)
     report = trace(text, pool=pool)
     assert report.ok and report.rounds == 1
-    assert all(t.propagated.bit_identical and t.local is not None and t.local.bit_identical for t in report.instructions)
+    assert all(
+        t.propagated.bit_identical and t.local is not None and t.local.bit_identical for t in report.instructions
+    )
 
 
 @pytest.mark.parametrize("seed", [3, 11])
