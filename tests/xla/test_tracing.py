@@ -192,3 +192,38 @@ def test_a_planted_wrong_constant_is_suspect(pool: IsolatedPool) -> None:
     report = trace(text, wrong, reference=True, pool=pool)
     assert report.verdict == "suspect", report.render()
     assert report.first is not None and report.first.a == "zero"
+
+
+def _jax_program(kind: str) -> str:
+    """A bf16 jax program nobody here wrote, lowered by jax to HLO text."""
+    import jax
+    import jax.numpy as jnp
+
+    def mlp(params: list[tuple[jax.Array, jax.Array]], x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        for w, b in params:
+            x = jax.nn.gelu(x @ w + b)
+        return jnp.mean(x**2), jax.nn.softmax(x)
+
+    def norm(x: jax.Array) -> jax.Array:
+        return (x - x.mean(axis=0)) / jnp.sqrt(x.var(axis=0) + 1e-5)
+
+    if kind == "mlp":
+        params = [(jnp.full((16, 16), 0.1, jnp.bfloat16), jnp.zeros((16,), jnp.bfloat16)) for _ in range(3)]
+        lowered = jax.jit(mlp).lower(params, jnp.ones((4, 16), jnp.bfloat16))
+    else:
+        lowered = jax.jit(norm).lower(jnp.ones((8, 16), jnp.bfloat16))
+    return lowered.compiler_ir("hlo").as_hlo_text()  # pyright: ignore[reportOptionalMemberAccess]
+
+
+@pytest.mark.parametrize("kind", ["mlp", "norm"])
+def test_on_jax_programs_the_errors_enter_at_rewritten_instructions(kind: str, pool: IsolatedPool) -> None:
+    report = trace(_jax_program(kind), passes="all", reference=True, pool=pool)
+    assert report.matched_by == "provenance" and report.instructions
+    by_a = {t.a: t for t in report.instructions}
+    for output in report.outputs:
+        assert output.instruction is not None and output.path
+        entered = by_a[output.path[-1]]
+        if entered.propagated.max_abs_err > 0:
+            # Where the error entered, B's instruction is a rewrite: another type or another instruction.
+            assert entered.propagated.type_a != entered.propagated.type_b or entered.a != entered.b, report.render()
+    assert report.verdict in ("better", "precision"), report.render()
