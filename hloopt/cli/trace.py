@@ -24,7 +24,9 @@ from hloopt.cli.execution import (
 )
 from hloopt.cli.main import reports_errors, timeout_option
 from hloopt.errors import HloError
+from hloopt.passes.pipeline import plan
 from hloopt.support.tolerances import TRACE_TOP
+from hloopt.xla.bisecting import bisect_prepared, expander_of
 from hloopt.xla.bridge import IsolatedPool
 from hloopt.xla.timeouts import limit
 from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
@@ -52,6 +54,11 @@ from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
 @click.option(
     "--nan", "nan", is_flag=True, help="Name the first instruction that makes NaN or Inf from finite operands."
 )
+@click.option(
+    "--bisect",
+    is_flag=True,
+    help="With --passes naming one pass: the smallest set of its rewrite sites that moves the outputs.",
+)
 @click.option("--top", default=TRACE_TOP, show_default=True, help="How many instructions to list by local error.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON (docs/trace-json.md).")
 @_max_bytes_option
@@ -66,6 +73,7 @@ def trace_command(
     numerics: tuple[Numerics, Numerics],
     reference: str | None,
     nan: bool,
+    bisect: bool,
     top: int,
     as_json: bool,
     max_bytes: int,
@@ -80,6 +88,8 @@ def trace_command(
     """
     if b_path is not None and passes:
         raise click.UsageError("B is given, or made from A by --passes: not both")
+    if bisect:
+        _bisect(a_path, passes, numerics[1], inputs_path, seed, max_bytes, timeout, as_json)
     with IsolatedPool(1) as pool:
         pool.start(1)  # the worker imports jax while this process reads and prepares the modules
         a = _modules(a_path, False, timeout, pool)[0]
@@ -107,5 +117,32 @@ def trace_command(
             click.echo("no instruction makes NaN or Inf from finite operands" if result is None else result.render())
         sys.exit(0 if result is None else 1)
     _echo_warnings(result.warnings)
+    click.echo(result.to_json() if as_json else result.render())
+    sys.exit(0 if result.ok else 1)
+
+
+def _bisect(
+    a_path: str,
+    passes: str | None,
+    numerics: Numerics,
+    inputs_path: str | None,
+    seed: int,
+    max_bytes: int,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """``--bisect``: the report, then exit 0 when no site moves the outputs, 1 when some do."""
+    planned = plan(passes, numerics) if passes else []
+    if len(planned) != 1:
+        raise click.UsageError("--bisect needs --passes naming one pass")
+    expander = expander_of(planned[0].hlo_pass)
+    with IsolatedPool(1) as pool:
+        pool.start(1)
+        a = _modules(a_path, False, timeout, pool)[0]
+        inputs = None if inputs_path is None else load_arrays(inputs_path)
+        args = (a.text, a_path, expander, numerics, inputs, seed, max_bytes)
+        (result,) = pool.map(bisect_prepared, [args], timeout=limit(timeout), labels=[a_path])
+    if isinstance(result, HloError):
+        raise result
     click.echo(result.to_json() if as_json else result.render())
     sys.exit(0 if result.ok else 1)

@@ -61,3 +61,22 @@ def test_an_invalid_module_is_an_error_with_exit_2(tmp_path: Path) -> None:
     (tmp_path / "a.hlo").write_text(A.replace("multiply(x, k)", "multiply(x, nowhere)"))
     code, out = invoke(tmp_path / "a.hlo")
     assert code == 2 and "a.hlo:" in out and "Traceback" not in out
+
+
+def test_bisect_needs_one_expander_pass(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(A)
+    code, out = invoke(tmp_path / "a.hlo", "--bisect")
+    assert code == 2 and "--bisect needs --passes naming one pass" in out
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", "upcast-all-to-fp32")
+    assert code == 2 and "rewrites instruction by instruction" in out
+
+
+def test_bisect_of_a_pass_that_keeps_the_numbers(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(
+        A.replace("multiply(x, k)", "multiply(x, kc)").replace(
+            "k = f32[4] constant({1, 2, 3, 4})", "k = bf16[4] constant({1, 2, 3, 4})\n  kc = f32[4] convert(k)"
+        )
+    )
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", "fold-constant-converts", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["sites"] == ["kc"] and report["culprits"] == [] and report["executions"] == 2
