@@ -111,6 +111,13 @@ def _leaves(shape: Shape | None) -> list[Shape]:
     return [] if shape is None else [shape]
 
 
+def element_count(instruction: Instruction) -> int:
+    """How many elements `instruction`'s (array) value has."""
+    shape = instruction.shape
+    assert isinstance(shape, ArrayShape)
+    return shape.element_count
+
+
 def byte_count(instruction: Instruction) -> int:
     """The bytes `instruction`'s value takes on the host."""
     shape = instruction.shape

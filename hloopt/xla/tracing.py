@@ -179,12 +179,14 @@ def trace_prepared(job: TraceJob) -> TraceReport:
     b_to_a = {pair.b: pair.a for pair in pairs}
     sizes_a = {i.name: graph.byte_count(i) for i in module_a.entry.instructions if graph.traced(i)}
     sizes_b = {i.name: graph.byte_count(i) for i in module_b.entry.instructions if graph.traced(i)}
+    elements = {i.name: graph.element_count(i) for i in module_a.entry.instructions if graph.traced(i)}
     a_names = {pair.a: pair.a for pair in pairs}
     feeds = [graph.region_inputs(module_b, pair.b, b_to_a) for pair in pairs]
     feeds_a = [graph.region_inputs(module_a, pair.a, a_names) for pair in pairs]
     costs = []
     for pair, fed in zip(pairs, feeds):
-        own = sizes_a[pair.a] + 2 * sizes_b[pair.b] + (8 * sizes_a[pair.a] if reference is not None else 0)
+        wide = 0 if reference is None else 8 * elements[pair.a]  # the f64 value
+        own = sizes_a[pair.a] + 2 * sizes_b[pair.b] + wide
         costs.append((own + sizes_a[pair.a], {b_to_a[name] for name in fed or ()}))
     used = _leaf_bytes(run_a) + _leaf_bytes(run_b) + (0 if reference is None else _leaf_bytes(reference.executable))
     budget = _budget(job.max_bytes, used, " and ".join(labels))
