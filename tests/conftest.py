@@ -77,6 +77,14 @@ EXECUTION_SWEEP = (4, 8)
 
 
 @pytest.fixture(scope="session")
+def jax_snapshots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """HloSnapshots the installed jax dumps on the CPU, once per session (`snapshot_dumps`)."""
+    from snapshot_dumps import dump
+
+    return dump(tmp_path_factory.mktemp("snapshots"))
+
+
+@pytest.fixture(scope="session")
 def corpus_dir() -> Path:
     """The shared HLO corpus, or skip (fail under HLOOPT_REQUIRE_SHARED=1): the one way a test reaches ../shared,
     so that every test that does is marked ``corpus`` (`pytest_collection_modifyitems`; `tests/test_tiers.py`)."""

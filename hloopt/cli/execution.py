@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
@@ -19,6 +19,7 @@ import numpy as np
 
 from hloopt.arrays.comparing import CompareReport
 from hloopt.arrays.npz import load_arrays, save_arrays
+from hloopt.arrays.snapshots import Leaf, Snapshot
 from hloopt.cast_engine import Numerics
 from hloopt.cli.main import exit_on_errors, reports_errors, timeout_option
 from hloopt.driver import chunks
@@ -36,6 +37,7 @@ from hloopt.xla.running import (
     Execution,
     Prepared,
     compare_prepared,
+    compare_recorded,
     numerics_sides,
     run_prepared,
     with_numerics,
@@ -70,6 +72,8 @@ class _Source:
     label: str
     text: str
     written: bool
+    #: The file's HloSnapshot values (arguments, recorded result), when it is one.
+    snapshot: Snapshot | None = None
 
     def said(self, error: HloError, path: str) -> HloError:
         """`error` as the user sees it: on the line of the instruction XLA names, else of this module."""
@@ -84,7 +88,7 @@ def _modules(path: str, split: bool, timeout: float, pool: IsolatedPool) -> list
     loaded = load(path, timeout=timeout, pool=pool)
     written = loaded.format is Format.HLO
     if not split:
-        return [_Source(path, loaded.text, written)]
+        return [_Source(path, loaded.text, written, loaded.snapshot)]
     return [_Source(label(path, chunk.place), chunk.located, written) for chunk in chunks.split_loaded(loaded, path)]
 
 
@@ -151,7 +155,7 @@ def exec_command(
         inputs = None if inputs_path is None else load_arrays(inputs_path)
         executions: list[Prepared | Execution | HloError] = [_prepared(m, numerics, module_path) for m in modules]
         ready = [index for index, prepared in enumerate(executions) if isinstance(prepared, Prepared)]
-        calls = [(executions[index], inputs, seed, max_bytes, module_path) for index in ready]
+        calls = [(executions[i], _inputs(inputs, modules[i]), seed, max_bytes, module_path) for i in ready]
         labels = [modules[index].label for index in ready]
         ran = pool.map(run_prepared, calls, timeout=limit(timeout), labels=labels)
         for index, execution in zip(ready, ran):
@@ -167,11 +171,81 @@ def exec_command(
             continue
         assert isinstance(execution, Execution)  # every prepared module ran
         _echo_execution(execution)
+        if module.snapshot is not None and module.snapshot.result is not None and inputs is None:
+            click.echo(_against_recorded(execution, module.snapshot.result, module_path))
         if save_inputs_path is not None:
             save_arrays(save_inputs_path, "input", execution.inputs)
         if output_path is not None:
             save_arrays(output_path, "output", execution.outputs)
     exit_on_errors(errors)
+
+
+def _inputs(given: list[np.ndarray] | None, *sources: _Source) -> list[np.ndarray] | None:
+    """What a run takes: --inputs, else the arguments of the first snapshot among `sources`, else None
+    (random inputs from --seed)."""
+    if given is not None:
+        return given
+    return next((source.snapshot.inputs for source in sources if source.snapshot is not None), None)
+
+
+def _against_recorded(execution: Execution, recorded: Sequence[Leaf], path: str) -> str:
+    """Whether a snapshot's run gave the result it recorded, bit for bit."""
+    outputs = execution.outputs
+    if len(outputs) != len(recorded):
+        return f"recorded result: {len(recorded)} outputs, this run {len(outputs)}"
+    differ = [
+        str(index)
+        for index, (leaf, output) in enumerate(zip(recorded, outputs))
+        if leaf.array.dtype != output.dtype
+        or leaf.array.shape != output.shape
+        or leaf.array.tobytes() != output.tobytes()
+    ]
+    if not differ:
+        return "recorded result: the same, bit for bit"
+    return f"recorded result: output {', '.join(differ)} differ (hloopt compare {path} says how far)"
+
+
+def _recorded_source(source: _Source, path: str) -> _Source:
+    """A lone A of ``compare``: a snapshot with a recorded result, or the usage error."""
+    if source.snapshot is None:
+        raise click.UsageError(f"B is missing: a lone A must be an HloSnapshot ({path} is not one)")
+    if source.snapshot.result is None:
+        raise HloError(f"{path}: the snapshot records no result to compare with")
+    return source
+
+
+def _compare_recorded(
+    source: _Source,
+    path: str,
+    passes: str | None,
+    numerics: Numerics,
+    inputs: list[np.ndarray] | None,
+    limits: tuple[float, float, int],
+    timeout: float,
+    pool: IsolatedPool,
+) -> CompareReport | HloError:
+    """``compare SNAPSHOT``: the snapshot's module (after `passes`, under `numerics`) run on its arguments
+    (or --inputs) in a worker, against the result it recorded; `limits` are rtol, atol and max bytes."""
+    module = _after_passes(source, passes, numerics)
+    prepared = _prepared(module, numerics, path)
+    if isinstance(prepared, HloError):
+        return prepared
+    assert source.snapshot is not None and source.snapshot.result is not None  # _recorded_source
+    call = (prepared, path, _inputs(inputs, source), source.snapshot.result, *limits)
+    result: CompareReport | HloError = pool.map(compare_recorded, [call], timeout=limit(timeout), labels=[path])[0]
+    return module.said(result, path) if isinstance(result, HloError) else result
+
+
+def _after_passes(source: _Source, passes: str | None, numerics: Numerics) -> _Source:
+    """`source` after --passes (its text then no longer the file's); unchanged without them."""
+    if passes is None:
+        return source
+    from hloopt.passes.pipeline import run_pipeline
+    from hloopt.text.parser import parse
+
+    module = parse(source.text, source.label)
+    run_pipeline(module, passes, numerics=numerics, original=lambda: parse(source.text, source.label))
+    return replace(source, text=module.to_text(), written=False)
 
 
 def _prepared(source: _Source, numerics: Numerics, label: str) -> Prepared | HloError:
@@ -226,7 +300,12 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 
 @click.command("compare")
 @click.argument("a_path", metavar="A")
-@click.argument("b_path", metavar="B")
+@click.argument("b_path", metavar="[B]", required=False)
+@click.option(
+    "--passes",
+    metavar="LIST",
+    help="Run these passes on B (on a lone SNAPSHOT's module) before it runs: 'all' or a comma-separated list.",
+)
 @_inputs_option
 @_seed_option
 @click.option("--rtol", default=DEFAULT_RTOL, show_default=True, help="Relative tolerance (A is the reference).")
@@ -247,7 +326,8 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 @reports_errors
 def compare_command(
     a_path: str,
-    b_path: str,
+    b_path: str | None,
+    passes: str | None,
     inputs_path: str | None,
     seed: int,
     rtol: float,
@@ -261,35 +341,56 @@ def compare_command(
     """Run A and B on the same inputs and compare outputs: exit 0 all within
     tolerance, 1 any over, 2 on an error. An element passes when |b-a| <= atol + rtol*|a|.
 
-    A and B are HLO text, serialized HloModuleProtos (.pb) or StableHLO (.mlir, .mlirbc).
-    With --split-input-file, chunk i of A is compared with chunk i of B.
+    A and B are HLO text, serialized HloModuleProtos (.pb), StableHLO (.mlir, .mlirbc) or XLA's
+    HloSnapshots (--xla_dump_hlo_snapshots), whose arguments are the inputs (A's first). A lone
+    SNAPSHOT compares its recorded result (A) with hloopt's run of its module (B, after --passes,
+    under the second --numerics). With --split-input-file, chunk i of A is compared with chunk i of B.
     """
+    if b_path is None and split_input_file:
+        raise click.UsageError("a lone A is a snapshot, one module: it does not go with --split-input-file")
     with IsolatedPool(2) as pool:
         pool.start(1)  # one worker imports jax while this process reads and splits the modules (as exec)
         a_modules = _modules(a_path, split_input_file, timeout, pool)
-        b_modules = _modules(b_path, split_input_file, timeout, pool)
+        inputs = None if inputs_path is None else load_arrays(inputs_path)
+        if b_path is None:
+            source = _recorded_source(a_modules[0], a_path)
+            result = _compare_recorded(
+                source, a_path, passes, numerics[1], inputs, (rtol, atol, max_bytes), timeout, pool
+            )
+            after = a_path if passes is None else f"{a_path} after {passes}"
+            _report_comparisons([result], [(f"{a_path} (recorded)", after)], as_json, split_input_file=False)
+            return
+        b_modules = [_after_passes(b, passes, numerics[1]) for b in _modules(b_path, split_input_file, timeout, pool)]
         if len(a_modules) != len(b_modules):
             raise HloError(
                 f"{b_path}: has {len(b_modules)} chunks and {a_path} {len(a_modules)}; "
                 "chunk i of A goes with chunk i of B"
             )
-        inputs = None if inputs_path is None else load_arrays(inputs_path)
         # Prepared here, as by exec, while the worker imports jax: on their lines when the files are HLO text.
-        prepared = [_prepared_pair(a, b, numerics, a_path, b_path) for a, b in zip(a_modules, b_modules)]
-        ready = [index for index, sides in enumerate(prepared) if isinstance(sides, list)]
-        calls = [(prepared[index], inputs, rtol, atol, seed, max_bytes) for index in ready]
+        prepared_pairs = [_prepared_pair(a, b, numerics, a_path, b_path) for a, b in zip(a_modules, b_modules)]
+        ready = [index for index, sides in enumerate(prepared_pairs) if isinstance(sides, list)]
+        calls = [
+            (prepared_pairs[i], _inputs(inputs, a_modules[i], b_modules[i]), rtol, atol, seed, max_bytes) for i in ready
+        ]
         pairs = [f"{a_modules[index].label} against {b_modules[index].label}" for index in ready]
         ran = dict(zip(ready, pool.map(compare_prepared, calls, timeout=limit(timeout), labels=pairs)))
     labels = [(a.label, b.label) for a, b in zip(a_modules, b_modules)]
-    results: list[CompareReport | HloError] = [
+    results = [
         _said(ran[index] if isinstance(sides, list) else sides, a, b, a_path, b_path)
-        for index, (sides, a, b) in enumerate(zip(prepared, a_modules, b_modules))
+        for index, (sides, a, b) in enumerate(zip(prepared_pairs, a_modules, b_modules))
     ]
     if split_input_file:
         results = [
             in_chunk(r, f"{a} against {b}", a_path, b_path) if isinstance(r, HloError) else r
             for (a, b), r in zip(labels, results)
         ]
+    _report_comparisons(results, labels, as_json, split_input_file)
+
+
+def _report_comparisons(
+    results: list[CompareReport | HloError], labels: list[tuple[str, str]], as_json: bool, split_input_file: bool
+) -> None:
+    """Print each comparison (a block per chunk with --split-input-file), then exit 0, 1 or 2."""
     ok = all(isinstance(result, CompareReport) and result.ok for result in results)
     if split_input_file and as_json:
         blocks = [

@@ -16,6 +16,7 @@ from hloopt.arrays.npz import load_arrays
 from hloopt.cast_engine import Numerics
 from hloopt.cli.execution import (
     _echo_warnings,
+    _inputs,
     _inputs_option,
     _max_bytes_option,
     _modules,
@@ -84,7 +85,7 @@ def trace_command(
     to where its error entered. Exit 0 none over, 1 one is (or --nan found one), 2 on an error.
 
     Without B, B is A after --passes, or under the second of --numerics A,B. With --nan, the module traced
-    is B when there is one, else A.
+    is B when there is one, else A. An XLA snapshot (*.snapshot.*.pb) is run on its recorded arguments.
     """
     if b_path is not None and passes:
         raise click.UsageError("B is given, or made from A by --passes: not both")
@@ -95,7 +96,7 @@ def trace_command(
         a = _modules(a_path, False, timeout, pool)[0]
         b = a if b_path is None else _modules(b_path, False, timeout, pool)[0]
         b_label = b_path or (f"{a_path} after {passes}" if passes else f"{a_path} ({numerics[1]})")
-        inputs = None if inputs_path is None else load_arrays(inputs_path)
+        inputs = _inputs(None if inputs_path is None else load_arrays(inputs_path), a, b)  # a snapshot's arguments
         side_a = side(a.text, numerics[0], a_path, located=a.written)  # first: an error in A is said of A
         side_b = side(b.text, numerics[1], b_label, passes, located=b.written)
         if nan:
@@ -139,7 +140,7 @@ def _bisect(
     with IsolatedPool(1) as pool:
         pool.start(1)
         a = _modules(a_path, False, timeout, pool)[0]
-        inputs = None if inputs_path is None else load_arrays(inputs_path)
+        inputs = _inputs(None if inputs_path is None else load_arrays(inputs_path), a)
         args = (a.text, a_path, expander, numerics, inputs, seed, max_bytes)
         (result,) = pool.map(bisect_prepared, [args], timeout=limit(timeout), labels=[a_path])
     if isinstance(result, HloError):

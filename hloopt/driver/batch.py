@@ -375,7 +375,7 @@ def not_a_module(job: Job) -> str | None:
 
     Its name says so (one of XLA's `DUMP_ARTIFACTS`), or its content: a ``.txt`` (any extension but
     `MODULE_EXTENSIONS`) that opens like neither HLO nor MLIR text, a whole protobuf message that is
-    neither an HloModuleProto nor XLA's HloProto dump. A file that cannot be read, an empty one or a
+    neither an HloModuleProto, XLA's HloProto dump nor an HloSnapshot. A file that cannot be read, an empty one or a
     protobuf cut short is processed, and fails with its error: it may be a broken module.
     """
     if job.relative is None:
@@ -405,7 +405,7 @@ def not_a_module(job: Job) -> str | None:
         if fields is None:
             return None
         shown = ", ".join(str(number) for number in sorted(fields)[:8])
-        return f"a protobuf message (fields {shown}), neither an HloModuleProto nor XLA's HloProto dump"
+        return f"a protobuf message (fields {shown}), neither an HloModuleProto, XLA's HloProto dump nor an HloSnapshot"
     if detected is not Format.HLO:
         return None
     text = data[:4096].decode("utf-8", "replace")

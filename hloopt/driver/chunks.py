@@ -27,6 +27,7 @@ _NEAR_MISS = re.compile(r"^[ \t]*(//[ \t]*-{3,}[^\n]*)", re.M)
 _ONE_MODULE_FORMATS = {
     Format.PROTO: "a serialized HloModuleProto",
     Format.PROTO_WRAPPER: "an HloProto dump",
+    Format.SNAPSHOT: "an HloSnapshot",
     Format.STABLEHLO: "StableHLO",
     Format.STABLEHLO_BYTECODE: "MLIR bytecode",
 }

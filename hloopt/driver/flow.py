@@ -119,6 +119,9 @@ class ModuleResult:
     losses: list[str] = field(default_factory=list[str])
     #: What failed, for a caller in this process that reports it itself (it does not survive pickling).
     exception: Exception | None = field(default=None, repr=False, compare=False)
+    #: The arguments of the HloSnapshot the module was read from: --verify-numerics runs on them (then drops them,
+    #: so that a batch worker's record comes home small).
+    inputs: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
     #: With --verify-numerics: the file's output, held back until its modules' comparisons are done
     #: (`compare_numerics` writes it, or not); shared by the modules of one file.
     pending: Output | None = field(default=None, repr=False, compare=False)
@@ -274,6 +277,8 @@ def _process(job: Job, options: FileOptions, file: FileResult, pool: IsolatedPoo
     if dump is not None:
         check_output(dump, directory=True, create=job.relative is not None)
     loaded = formats.load(job.path, timeout=options.timeout, pool=pool)
+    if loaded.snapshot is not None and options.verify_numerics:
+        file.modules[0].inputs = tuple(loaded.snapshot.inputs)
     named = output_target(job, options, loaded.format)
     if target is not None and named is not None and named != target:
         target = named  # the format the file holds is not the one its name says (a .mlirbc becomes .mlir)
@@ -436,7 +441,7 @@ def _output_format(job: Job, options: FileOptions, read: Format, target: str) ->
     """What `target` is written as: --output-format, else a batch member's input format, else -o's extension."""
     if options.output_format is not None or (job.relative is None and not options.in_place):
         return formats.output_format(target, options.output_format)
-    if read is Format.PROTO_WRAPPER:
+    if read in (Format.PROTO_WRAPPER, Format.SNAPSHOT):
         return Format.PROTO  # hloopt writes the module, not XLA's dump wrapper around it
     if read is Format.STABLEHLO_BYTECODE:
         return Format.STABLEHLO
@@ -470,11 +475,13 @@ def compare_numerics(
     """
     from hloopt.xla.bridge import isolated_map
 
-    calls: list[tuple[str, str, list[tuple[str, str]] | None, FileOptions, str]] = []
+    calls: list[tuple[str, str, list[tuple[str, str]] | None, FileOptions, str, tuple[Any, ...] | None]] = []
     for result in results:
         if result.texts is None:
             raise ValueError(f"{result.label}: its texts were not kept, nothing to compare")
-        calls.append((*result.texts, result.stages if options.per_pass else None, options, result.label))
+        stages = result.stages if options.per_pass else None
+        calls.append((*result.texts, stages, options, result.label, result.inputs))
+        result.inputs = None
     # Each comparison is one call: a module that kills XLA or runs past the timeout fails alone, said of its file.
     timeout, labels = limit(options.timeout), [result.label for result in results]
     try:
@@ -557,19 +564,26 @@ def verify_numerics(results: Sequence[ModuleResult], options: FileOptions, pool:
 
 
 def _compare(
-    before: str, after: str, passes: list[tuple[str, str]] | None, options: FileOptions, label: str
+    before: str,
+    after: str,
+    passes: list[tuple[str, str]] | None,
+    options: FileOptions,
+    label: str,
+    inputs: tuple[Any, ...] | None,
 ) -> CompareReport:
-    """`running.compare` (or `compare_passes`) in an XLA worker; a bug is reported as this module's
-    error, not the batch's."""
+    """`running.compare` (or `compare_passes`) in an XLA worker, on `inputs` (a snapshot's arguments; None:
+    random ones); a bug is reported as this module's error, not the batch's."""
     from hloopt.xla.running import check_numerics, compare, compare_passes
 
     labels = (label, "after passes")
     try:
         numerics = check_numerics(options.numerics)
         if passes is None:
-            return compare(before, after, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics)
+            return compare(
+                before, after, inputs, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics
+            )
         return compare_passes(
-            before, after, passes, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics
+            before, after, passes, inputs, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics
         )
     except HloError:
         raise

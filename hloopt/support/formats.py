@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 from pathlib import PurePath
+from typing import NamedTuple
 
 from hloopt.errors import HloError
 from hloopt.support.fileio import source_name
@@ -26,6 +27,9 @@ class Format(Enum):
     PROTO = "pb"
     #: XLA's HloProto dump wrapper (field 1 is the HloModuleProto); read only.
     PROTO_WRAPPER = "hlo.pb"
+    #: XLA's ``--xla_dump_hlo_snapshots`` file, an HloSnapshot: the module with the arguments it was run on and
+    #: the result it gave; read only.
+    SNAPSHOT = "snapshot.pb"
     STABLEHLO = "mlir"
     STABLEHLO_BYTECODE = "mlirbc"
 
@@ -71,6 +75,11 @@ MLIR_START = re.compile(
 #: buffer_assignment (3) only.
 _MODULE_FIELDS = {1, 2, 3, 4}
 
+#: How XLA names an HloSnapshot it dumps: ``module_0008.jit_f.snapshot.-1547826561.pb``.
+SNAPSHOT_NAME = re.compile(r"\.snapshot\.-?\d+\.pb$")
+#: HloSnapshot's fields: hlo (an HloProto), arguments, result, execution_platform.
+_SNAPSHOT_FIELDS = {1, 2, 3, 4}
+
 #: Magic numbers of files people pass by mistake, for the error.
 _LOOKS_LIKE = {
     b"PK\x03\x04": "a ZIP archive",
@@ -87,6 +96,8 @@ def detect(path: str, data: bytes) -> Format:
     suffix = "".join(PurePath(path).suffixes[-2:]) if path != "-" else ""
     if data.startswith(MLIR_BYTECODE_MAGIC):
         return Format.STABLEHLO_BYTECODE
+    if SNAPSHOT_NAME.search(PurePath(path).name):
+        return Format.SNAPSHOT
     if suffix.endswith(".pb"):
         return _proto_format(path, data)
     text = _as_text(data)
@@ -120,6 +131,10 @@ def _proto_format(path: str, data: bytes) -> Format:
         inner = fields_of_first(data, 1)
         if inner is not None and inner.keys() >= _MODULE_FIELDS:
             return Format.PROTO_WRAPPER
+        hlo = first_field(data, 1)
+        module = None if hlo is None else fields_of_first(hlo, 1)
+        if module is not None and module.keys() >= _MODULE_FIELDS and fields.keys() <= _SNAPSHOT_FIELDS:
+            return Format.SNAPSHOT
     raise HloError(f"{source_name(path)}: not an HLO module: {_describe(data, fields)}")
 
 
@@ -135,14 +150,14 @@ def _describe(data: bytes, fields: dict[int, int] | None) -> str:
             "(a .pb that ends early is truncated)"
         )
     shown = ", ".join(str(number) for number in sorted(fields)[:8])
-    return f"it is a protobuf message (fields {shown}) that is neither an HloModuleProto nor XLA's HloProto dump"
+    return f"it is a protobuf message (fields {shown}) that is neither an HloModuleProto, XLA's HloProto dump nor an HloSnapshot"
 
 
 def top_level_fields(data: bytes) -> dict[int, int] | None:
     """Field number → wire type of every top-level field of a protobuf message, or None if the
     bytes are not one (a truncated message is not one either)."""
-    fields = _walk(data)
-    return None if fields is None else {number: wire for number, wire, _ in reversed(fields)}
+    fields = wire_fields(data)
+    return None if fields is None else {field.number: field.wire for field in reversed(fields)}
 
 
 def fields_of_first(data: bytes, number: int) -> dict[int, int] | None:
@@ -153,36 +168,46 @@ def fields_of_first(data: bytes, number: int) -> dict[int, int] | None:
 
 def first_field(data: bytes, number: int) -> bytes | None:
     """The bytes of the first length-delimited field `number` (the HloProto's hlo_module)."""
-    for field_number, wire, payload in _walk(data) or ():
-        if field_number == number and wire == 2:
-            return payload
+    for field in wire_fields(data) or ():
+        if field.number == number and field.wire == 2:
+            return data[field.start : field.end]
     return None
 
 
-def _walk(data: bytes) -> list[tuple[int, int, bytes]] | None:
-    """(number, wire type, payload of a length-delimited field, else b"") of each top-level field,
-    in order; None if the bytes are not a whole message."""
-    fields: list[tuple[int, int, bytes]] = []
+class WireField(NamedTuple):
+    """One field of a protobuf message: its number, wire type, and where its value lies in the message
+    (a length-delimited field's contents, after the length; a varint's or fixed value's own bytes)."""
+
+    number: int
+    wire: int
+    start: int
+    end: int
+
+
+def wire_fields(data: bytes) -> list[WireField] | None:
+    """Every top-level field of a protobuf message, in order; None if the bytes are not a whole message."""
+    fields: list[WireField] = []
     position = 0
     while position < len(data):
-        key = _varint(data, position)
+        key = read_varint(data, position)
         if key is None or key[0] >> 3 == 0:
             return None
         (value, position), wire = key, key[0] & 7
         end = _skip(data, position, wire)
         if end is None:
             return None
-        payload = b""
+        start = position
         if wire == 2:
-            length = _varint(data, position)
+            length = read_varint(data, position)
             assert length is not None  # _skip read it
-            payload = data[length[1] : end]
-        fields.append((value >> 3, wire, payload))
+            start = length[1]
+        fields.append(WireField(value >> 3, wire, start, end))
         position = end
     return fields
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int] | None:
+def read_varint(data: bytes, position: int) -> tuple[int, int] | None:
+    """The varint at `position` and where it ends, or None if the data ends first."""
     value = shift = 0
     while position < len(data) and shift < 64:
         byte = data[position]
@@ -198,14 +223,14 @@ def _skip(data: bytes, position: int, wire: int) -> int | None:
     """Where the value of wire type `wire` at `position` ends, or None past the data."""
     end: int | None
     if wire == 0:
-        varint = _varint(data, position)
+        varint = read_varint(data, position)
         end = None if varint is None else varint[1]
     elif wire == 1:
         end = position + 8
     elif wire == 5:
         end = position + 4
     elif wire == 2:
-        length = _varint(data, position)
+        length = read_varint(data, position)
         end = None if length is None else length[1] + length[0]
     else:
         end = None  # groups (3, 4) are not in these messages; 6 and 7 do not exist

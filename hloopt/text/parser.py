@@ -144,6 +144,13 @@ _BLANKS = re.compile(r"[ \t\f\r\n]*+")
 _PARAMETER = re.compile(
     r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?:[ \t\n\r]*:|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
 )
+#: A signature's parameter list as XLA prints it, every shape an array's written without blanks (others go
+#: through `split_top`): then each shape is what follows a `: `.
+_PRINTED_ARRAY = r"[a-z][a-z0-9]*\[[^\[\]{}() ]*\](?:\{[^{}() ]*\})?"
+_PRINTED_PARAMETERS = re.compile(
+    rf"[A-Za-z_][A-Za-z0-9_.\-]*: {_PRINTED_ARRAY}(?:, [A-Za-z_][A-Za-z0-9_.\-]*: {_PRINTED_ARRAY})*"
+)
+_PRINTED_PARAMETER_SHAPE = re.compile(rf": ({_PRINTED_ARRAY})")
 _PLAIN_HEAD = re.compile(
     r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
@@ -458,6 +465,10 @@ class _Parse:
         if not inner.strip():
             return
         at = offset + lead + 1
+        if _PRINTED_PARAMETERS.fullmatch(inner):
+            for shape in _PRINTED_PARAMETER_SHAPE.finditer(inner):
+                self.shapes.read(shape.group(1), at + shape.start(1))
+            return
         for part in split_top(inner):
             match = _PARAMETER.fullmatch(part)
             if match is None:

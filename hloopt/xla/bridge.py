@@ -394,8 +394,13 @@ def execute(text: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 # --- isolation in worker processes ---------------------------------------------------------
 
-#: What an XLA worker imports as it starts (while its caller prepares the call), and its environment.
-_PRELOAD = ("hloopt.xla.bridge", "jax.extend", "jaxlib._hlo", "jax._src.interpreters.mlir")
+#: What an XLA worker imports as it starts (while its caller prepares the call), and its environment: jax for
+#: a pool that compiles, runs or converts to StableHLO; jaxlib's parser alone (a sixth of jax's import) for one
+#: that only reads and prints HLO. A call imports whatever it needs either way: this only moves the wait.
+_PRELOAD = {
+    True: ("hloopt.xla.bridge", "jax.extend", "jaxlib._hlo", "jax._src.interpreters.mlir"),
+    False: ("hloopt.xla.bridge", "jaxlib._hlo"),
+}
 
 
 def _worker_env() -> dict[str, str]:
@@ -407,12 +412,13 @@ class IsolatedPool:
 
     A process that compares module after module (a batch worker) keeps one, so it pays
     for a worker's jax import once rather than once per module; `isolated_map` is the
-    one-off form. Use it from one thread at a time, and `close` it (or use ``with``).
+    one-off form. Use it from one thread at a time, and `close` it (or use ``with``). `jax`: whether its
+    workers import jax as they start (False for a pool that only parses, prints and serialises HLO).
     """
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, *, jax: bool = True) -> None:
         self.workers = max(1, workers)
-        self._pool = WorkerPool(self.workers, preload=_PRELOAD, env=_worker_env())
+        self._pool = WorkerPool(self.workers, preload=_PRELOAD[jax], env=_worker_env())
 
     def __enter__(self) -> IsolatedPool:
         return self
@@ -463,9 +469,10 @@ def isolated_map(
     workers: int = 2,
     timeout: float | None = None,
     labels: Sequence[str] | None = None,
+    jax: bool = True,
 ) -> list[Any]:
     """``fn(*args)`` for each args tuple in `workers` fresh worker processes, as `IsolatedPool.map`."""
-    with IsolatedPool(workers) as pool:
+    with IsolatedPool(workers, jax=jax) as pool:
         return pool.map(fn, calls, timeout=timeout, labels=labels)
 
 
@@ -491,15 +498,16 @@ def isolated_call(
     timeout: float | None = None,
     label: str | None = None,
     pool: IsolatedPool | None = None,
+    jax: bool = True,
 ) -> Any:
-    """``fn(*args)`` in a worker process (of `pool`, else a fresh one): an XLA crash becomes an `XlaCrash`
-    said of `label`, not a dead caller. In a worker already and given no `pool`, it runs here: the worker
-    is the isolation."""
+    """``fn(*args)`` in a worker process (of `pool`, else a fresh one, importing jax as it starts if `jax`):
+    an XLA crash becomes an `XlaCrash` said of `label`, not a dead caller. In a worker already and given
+    no `pool`, it runs here: the worker is the isolation."""
     if pool is None and in_worker():
         return fn(*args)
     labels = None if label is None else [label]
     if pool is None:
-        (result,) = isolated_map(fn, [args], workers=1, timeout=timeout, labels=labels)
+        (result,) = isolated_map(fn, [args], workers=1, timeout=timeout, labels=labels, jax=jax)
     else:
         (result,) = pool.map(fn, [args], timeout=timeout, labels=labels)
     if isinstance(result, HloError):
@@ -509,4 +517,4 @@ def isolated_call(
 
 def canonical_in_subprocess(texts: Sequence[str], workers: int = 2) -> list[str | HloError]:
     """XLA's canonical print of each text, or the error (`XlaError`/`XlaCrash`) in its place."""
-    return isolated_map(canonical, [(text,) for text in texts], workers=workers)
+    return isolated_map(canonical, [(text,) for text in texts], workers=workers, jax=False)

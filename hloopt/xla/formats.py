@@ -34,6 +34,7 @@ from hloopt.xla.diagnostics import Diagnostic, mlir_errors
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
+    from hloopt.arrays.snapshots import Snapshot
     from hloopt.xla.bridge import IsolatedPool
 
 #: Module attributes an HloModuleProto has no field for: they are lost going through `.pb`.
@@ -54,10 +55,12 @@ STABLEHLO_LOSS = (
 
 @dataclass(frozen=True)
 class Loaded:
-    """A module file read as HLO text, with the format it was in."""
+    """A module file read as HLO text, with the format it was in; from an HloSnapshot, also the arguments
+    it ran on and the result it gave."""
 
     text: str
     format: Format
+    snapshot: Snapshot | None = None
 
 
 def load(path: str, *, timeout: float | None = DEFAULT_TIMEOUT, pool: IsolatedPool | None = None) -> Loaded:
@@ -68,6 +71,11 @@ def load(path: str, *, timeout: float | None = DEFAULT_TIMEOUT, pool: IsolatedPo
     name = source_name(path)  # what every error of this file says it is about
     if fmt is Format.HLO:
         return Loaded(decode_text(data, name), fmt)
+    if fmt is Format.SNAPSHOT:  # the values are read here (numpy), the module by jaxlib in a worker
+        from hloopt.arrays.snapshots import read_snapshot
+
+        snapshot = read_snapshot(data, name)
+        return Loaded(proto_to_text(snapshot.module, name, timeout=timeout, pool=pool), fmt, snapshot)
     if fmt is Format.PROTO_WRAPPER:
         inner = first_field(data, 1)
         assert inner is not None  # detect() found it
@@ -96,7 +104,7 @@ def proto_to_text(
     """XLA's print of a serialized HloModuleProto (metadata, names and constants intact), read in a worker."""
     from hloopt.xla.bridge import isolated_call
 
-    printed = isolated_call(_proto_printed, data, path, timeout=limit(timeout), label=path, pool=pool)
+    printed = isolated_call(_proto_printed, data, path, timeout=limit(timeout), label=path, pool=pool, jax=False)
     return _callees_first(printed, path)
 
 
@@ -336,7 +344,9 @@ def dump(
         raise HloError(f"hloopt does not write {fmt.value} files")
     from hloopt.xla.bridge import isolated_call
 
-    converted: str | bytes = isolated_call(_converted, text, fmt, name, timeout=limit(timeout), label=name, pool=pool)
+    converted: str | bytes = isolated_call(
+        _converted, text, fmt, name, timeout=limit(timeout), label=name, pool=pool, jax=fmt is Format.STABLEHLO
+    )
     return converted
 
 

@@ -59,7 +59,7 @@ def check_roundtrip(text: str, name: str = "<string>", *, timeout: float | None 
     from hloopt.xla.bridge import isolated_call
 
     try:
-        checked: RoundTrip = isolated_call(_check_roundtrip, text, name, timeout=limit(timeout), label=name)
+        checked: RoundTrip = isolated_call(_check_roundtrip, text, name, timeout=limit(timeout), label=name, jax=False)
     except HloError as err:
         return RoundTrip(name, xla_input_error=f"XLA crashed: {err}")
     return checked
@@ -116,7 +116,7 @@ def check_many(items: Sequence[tuple[str, str]], workers: int = 2) -> list[Round
     """`check_roundtrip` for many ``(text, name)`` pairs in isolated XLA worker processes."""
     from hloopt.xla.bridge import isolated_map
 
-    results = isolated_map(_check_roundtrip, list(items), workers=workers, timeout=120)
+    results = isolated_map(_check_roundtrip, list(items), workers=workers, timeout=120, jax=False)
     return [
         result if isinstance(result, RoundTrip) else RoundTrip(name, xla_input_error=f"XLA crashed: {result}")
         for result, (_, name) in zip(results, items)

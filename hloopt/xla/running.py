@@ -34,6 +34,7 @@ from hloopt.arrays.comparing import (
     same_values,
     value_kind,
 )
+from hloopt.arrays.snapshots import Leaf
 from hloopt.cast_engine import Numerics
 from hloopt.ir import Module
 from hloopt.ir.shape import ArrayShape
@@ -424,6 +425,29 @@ def compare_prepared(
     runs = _run_all(modules, inputs, seed, max_bytes)
     outputs = runs.comparison(0, 1, rtol, atol)
     return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings)
+
+
+def compare_recorded(
+    prepared: Prepared,
+    label: str,
+    inputs: Sequence[np.ndarray],
+    recorded: Sequence[Leaf],
+    rtol: float,
+    atol: float,
+    max_bytes: int,
+) -> CompareReport:
+    """A module run on a snapshot's arguments against the result the snapshot recorded (the reference, A),
+    in this process: what a worker runs for ``compare SNAPSHOT``."""
+    executable = _compile(prepared, label)
+    _check_runnable([executable], [label], max_bytes)
+    outputs = executable(_prepare(executable, inputs, 0))
+    if len(outputs) != len(recorded):
+        raise ExecutionError(f"{label} has {len(outputs)} outputs, the snapshot records {len(recorded)}")
+    comparisons = tuple(
+        compare_outputs(index, leaf.array, output, (leaf.element_type, result.element_type), rtol, atol)
+        for index, (leaf, output, result) in enumerate(zip(recorded, outputs, executable.results))
+    )
+    return CompareReport(comparisons, rtol, atol, None, prepared.warnings)
 
 
 def compare_passes(

@@ -375,7 +375,7 @@ def test_max_bytes_says_sizes_in_a_unit_that_shows_them(files: Path) -> None:
 
 
 def test_help_says_modules_may_be_pb_and_mlir() -> None:
-    for command, usage in ((exec_command, "[OPTIONS] MODULE\n"), (compare_command, "[OPTIONS] A B\n")):
+    for command, usage in ((exec_command, "[OPTIONS] MODULE\n"), (compare_command, "[OPTIONS] A [B]\n")):
         out = CliRunner().invoke(command, ["--help"]).stdout
         assert usage in out and ".hlo" not in out
         assert "(.pb)" in out and ".mlir" in out

@@ -80,3 +80,13 @@ def test_bisect_of_a_pass_that_keeps_the_numbers(tmp_path: Path) -> None:
     code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", "fold-constant-converts", "--json")
     report = json.loads(out)
     assert code == 0 and report["sites"] == ["kc"] and report["culprits"] == [] and report["executions"] == 2
+
+
+def test_a_snapshot_is_traced_on_its_recorded_arguments(jax_snapshots: dict[str, Path]) -> None:
+    path = jax_snapshots["bf16_matmul"]
+    code, out = invoke(path, "--passes", "all", "--json")
+    report = json.loads(out)
+    assert code in (0, 1) and report["matched_by"] == "provenance" and report["instructions"], out
+    # The snapshot's arguments, not random inputs: another --seed traces the same values.
+    _, again = invoke(path, "--passes", "all", "--json", "--seed", "7")
+    assert json.loads(again)["instructions"] == report["instructions"]

@@ -107,7 +107,7 @@ def test_files_that_are_not_modules_are_known_by_their_content(tmp_path: Path) -
         "notes/todo.txt": "text that is neither HLO nor MLIR (it opens with 'TODO: rerun with bf16')",
     }
     assert skipped["notes/options.pb"].startswith("a protobuf message (fields ")
-    assert skipped["notes/options.pb"].endswith("neither an HloModuleProto nor XLA's HloProto dump")
+    assert skipped["notes/options.pb"].endswith("neither an HloModuleProto, XLA's HloProto dump nor an HloSnapshot")
     check = public_batch.BatchOptions(public_batch.FileOptions(check=True), jobs=1)
     done = public_batch.run([str(root)], check)  # the same from Python
     assert {Path(file.path).relative_to(root).as_posix(): file.reason for file in done.skipped} == skipped
