@@ -216,6 +216,11 @@ class LazyGroup(click.Group):
             "List each layer's dots, convolutions, reduces and elementwise groups with their element types before "
             "and after a Neuron compile's dtype passes, and why the auto-cast left an op alone.",
         ),
+        "trace": (
+            "hloopt.cli.trace:trace_command",
+            "Run A and B with every instruction's value captured: the first instruction whose own error is "
+            "over tolerance.",
+        ),
         "cast": ("hloopt.cli.cast:cast_command", "Convert the elements of IN from one dtype to another and write OUT."),
         "report": ("hloopt.cli.report:report_group", "Work with the JSON reports of 'hloopt run --report'."),
     },

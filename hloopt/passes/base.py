@@ -12,7 +12,7 @@ XLA's ``ReplaceInstruction`` semantics, recording where each new instruction cam
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -175,14 +175,18 @@ class OpExpanderPass(HloPass):
     """Find every instruction the pattern matches, then expand them one by one (XLA's OpExpanderPass)."""
 
     def run_on_module(self, module: Module) -> PassResult:
+        return self.expand_sites(module, None)
+
+    def expand_sites(self, module: Module, sites: Collection[str] | None) -> PassResult:
+        """The run, on the matches named in `sites` only when given (XLA's ``extra_filter``, `SiteFilter`)."""
         shapes = ShapeResolver(module)
         rewritten = 0
         warnings: list[str] = []
         provenance: list[tuple[str, str]] = []
         for instruction in self.matches(module, shapes):
             computation = instruction.parent
-            if computation is None:  # removed as dead code by an earlier expansion
-                continue
+            if computation is None or (sites is not None and instruction.name not in sites):
+                continue  # removed as dead code by an earlier expansion, or not a site asked for
             try:
                 said = self.warnings(instruction, shapes)  # read before the instruction is replaced
                 builder = Builder.before(instruction)
@@ -241,6 +245,19 @@ class OpExpanderPass(HloPass):
         """Warnings for the user about expanding `instruction` (read before it is replaced)."""
         del instruction, shapes
         return []
+
+
+@dataclass(frozen=True)
+class SiteFilter(HloPass):
+    """`expander` run only on its matches named in `sites` (XLA's OpExpanderPass ``extra_filter``): what
+    ``trace --bisect`` narrows down to the rewrites that move the numbers."""
+
+    name: ClassVar[str] = "site-filter"
+    expander: OpExpanderPass
+    sites: frozenset[str]
+
+    def run_on_module(self, module: Module) -> PassResult:
+        return self.expander.expand_sites(module, self.sites)
 
 
 def to_f32(shape: Shape) -> Shape:

@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 from hloopt.analysis.verifier import VerificationError, verify
 from hloopt.errors import HloError
 from hloopt.ir.module import Module
-from hloopt.passes.base import HloPass, PassError, PassResult, pass_name
+from hloopt.passes.base import HloPass, PassError, PassResult, Provenance, pass_name
 from hloopt.passes.registry import row_of, select
 from hloopt.support.fileio import write_atomic
 
@@ -37,11 +37,26 @@ class PassReport:
 
 @dataclass
 class PipelineReport:
+    """The passes' runs, and `provenance`: each instruction any pass made or rewrote, by name, paired
+    with the instruction of the pipeline's input it comes from (composed across the passes, so a
+    trace of the output finds the input's instruction however many passes rewrote it)."""
+
     passes: list[PassReport] = field(default_factory=list[PassReport])
+    provenance: dict[str, str] = field(default_factory=dict[str, str])
 
     @property
     def changed(self) -> bool:
         return any(p.changed for p in self.passes)
+
+    def note(self, provenance: Provenance) -> None:
+        """Compose one pass's provenance onto what the passes before it recorded."""
+        self.provenance.update(compose(self.provenance, provenance))
+
+
+def compose(earlier: dict[str, str], later: Provenance) -> dict[str, str]:
+    """`later`'s pairs (made, source) with each source taken back through `earlier` to the first input:
+    a name `earlier` does not hold was in that input as it is."""
+    return {made: earlier.get(source, source) for made, source in later}
 
 
 class _Named(Protocol):
@@ -146,6 +161,7 @@ def run_pipeline(
         if result.changed and check:
             _verify_after(module, planned.name, original)
         report.passes.append(PassReport(planned.name, result.changed, result.rewritten, result.warnings))
+        report.note(result.provenance)
         if text is not None and (mode != "off" or (result.changed and dump is not None)):
             before, text = text, module.to_text()
             _check_changed_report(planned.name, result.changed, before, text, mode)

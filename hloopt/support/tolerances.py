@@ -10,3 +10,13 @@ DEFAULT_ATOL = 1e-8
 #: ``run --verify-numerics``: the passes change numbers on purpose (bf16 arithmetic done in f32).
 VERIFY_RTOL = 1e-2
 VERIFY_ATOL = 1e-3
+
+#: ``trace``: how many ULPs of an instruction's own type (the narrower of A's and B's) its local error may
+#: reach before it is said to make error. The same instruction on the same operands gives the same bits
+#: in XLA's CPU compiler, so 32- and 64-bit floats and integers get none; a rewrite that computes a narrow
+#: type in a wider one rounds once more, which is one step of that type: 0.125 near 18 in bf16 is one ULP.
+TRACE_ULPS = {"f64": 0, "f32": 0, "c128": 0, "c64": 0}
+#: Every float type not in `TRACE_ULPS` (16 bits and fewer).
+TRACE_ULPS_NARROW = 1
+#: ``trace``: how many instructions the report lists by local error.
+TRACE_TOP = 10

@@ -105,6 +105,14 @@ def with_numerics(
     `passes` (a spec: the auto-cast of ``--neuron-cc-flags``) run on the copy first, in registry order
     with the rest, so the device's converts emulate the casts they make too.
     """
+    return prepared_with_provenance(module, numerics, label, located=located, passes=passes)[0]
+
+
+def prepared_with_provenance(
+    module: ModuleLike, numerics: Numerics, label: str = "module", *, located: bool = True, passes: str | None = None
+) -> tuple[Prepared, dict[str, str]]:
+    """`with_numerics`, and the provenance of the preparation's passes (an instruction of the text to run
+    → the one of `module` it comes from), which ``trace`` follows from what ran back to what was written."""
     from hloopt.analysis.verifier import check_executable
     from hloopt.passes.cpu_runnable import CpuRunnable, NotCpuRunnable
     from hloopt.passes.pipeline import run_pipeline
@@ -123,7 +131,7 @@ def with_numerics(
     except NotCpuRunnable as err:
         raise NotCpuRunnable(f"{label}: {err}") from None
     notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
-    return Prepared(copy.to_text() if report.changed else text, notes)
+    return Prepared(copy.to_text() if report.changed else text, notes), report.provenance
 
 
 # --- inputs ----------------------------------------------------------------------------------

@@ -1,0 +1,149 @@
+"""``hloopt trace``: which instruction makes B's numbers part from A's, and where a NaN or Inf starts.
+
+B is a second module (matched to A by instruction names), or A itself after ``--passes`` or under
+other ``--numerics`` (matched by the passes' provenance). XLA runs in one worker
+(`hloopt.xla.bridge.IsolatedPool`); this process reads, rewrites and prepares the modules.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from hloopt.arrays.npz import load_arrays
+from hloopt.cast_engine import Numerics
+from hloopt.cli.execution import (
+    _echo_warnings,
+    _inputs,
+    _inputs_option,
+    _max_bytes_option,
+    _modules,
+    _NumericsSides,
+    _seed_option,
+)
+from hloopt.cli.main import reports_errors, timeout_option
+from hloopt.errors import HloError
+from hloopt.passes.pipeline import plan
+from hloopt.support.tolerances import TRACE_TOP
+from hloopt.xla.bisecting import bisect_prepared, expander_of
+from hloopt.xla.bridge import IsolatedPool
+from hloopt.xla.timeouts import limit
+from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
+
+
+@click.command("trace")
+@click.argument("a_path", metavar="A")
+@click.argument("b_path", metavar="[B]", required=False)
+@click.option("--passes", metavar="LIST", help="B is A after these passes (matched to A by their provenance).")
+@_inputs_option
+@_seed_option
+@click.option(
+    "--numerics",
+    type=_NumericsSides(),
+    metavar="xla|neuron[,xla|neuron]",
+    default="xla",
+    show_default=True,
+    help="Cast rules of the converts, for both modules or A,B for each.",
+)
+@click.option(
+    "--reference",
+    type=click.Choice(["f64"]),
+    help="Also run A in f64 and class each instruction and output as precision, better or suspect.",
+)
+@click.option(
+    "--nan", "nan", is_flag=True, help="Name the first instruction that makes NaN or Inf from finite operands."
+)
+@click.option(
+    "--bisect",
+    is_flag=True,
+    help="With --passes naming one pass: the smallest set of its rewrite sites that moves the outputs.",
+)
+@click.option("--top", default=TRACE_TOP, show_default=True, help="How many instructions to list by local error.")
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON (docs/trace-json.md).")
+@_max_bytes_option
+@timeout_option("reading a .pb or .mlir A or B, and the whole trace")
+@reports_errors
+def trace_command(
+    a_path: str,
+    b_path: str | None,
+    passes: str | None,
+    inputs_path: str | None,
+    seed: int,
+    numerics: tuple[Numerics, Numerics],
+    reference: str | None,
+    nan: bool,
+    bisect: bool,
+    top: int,
+    as_json: bool,
+    max_bytes: int,
+    timeout: float,
+) -> None:
+    """Run A and B on the same inputs with every instruction's value captured; name the first instruction
+    whose own (local) error is over tolerance, the largest by op_name scope, and each output's path back
+    to where its error entered. Exit 0 none over, 1 one is (or --nan found one), 2 on an error.
+
+    Without B, B is A after --passes, or under the second of --numerics A,B. With --nan, the module traced
+    is B when there is one, else A. An XLA snapshot (*.snapshot.*.pb) is run on its recorded arguments.
+    """
+    if b_path is not None and passes:
+        raise click.UsageError("B is given, or made from A by --passes: not both")
+    if bisect:
+        _bisect(a_path, passes, numerics[1], inputs_path, seed, max_bytes, timeout, as_json)
+    with IsolatedPool(1) as pool:
+        pool.start(1)  # the worker imports jax while this process reads and prepares the modules
+        a = _modules(a_path, False, timeout, pool)[0]
+        b = a if b_path is None else _modules(b_path, False, timeout, pool)[0]
+        b_label = b_path or (f"{a_path} after {passes}" if passes else f"{a_path} ({numerics[1]})")
+        inputs = _inputs(None if inputs_path is None else load_arrays(inputs_path), a, b)  # a snapshot's arguments
+        side_a = side(a.text, numerics[0], a_path, located=a.written)  # first: an error in A is said of A
+        side_b = side(b.text, numerics[1], b_label, passes, located=b.written)
+        if nan:
+            changed = b_path is not None or passes or numerics[0] != numerics[1]
+            traced = side_b if changed else side_a
+            call, args, label = nan_prepared, (traced, inputs, seed, max_bytes), traced.label
+        else:
+            wide = side(a.text, "xla", f"{a_path} (f64)", located=a.written) if reference else None
+            matched_by = "names" if b_path is not None else "provenance"
+            job = TraceJob(side_a, side_b, wide, inputs, seed, max_bytes, matched_by, top)
+            call, args, label = trace_prepared, (job,), f"{a_path} against {b_label}"
+        result = pool.map(call, [args], timeout=limit(timeout), labels=[label])[0]
+    if isinstance(result, HloError):
+        raise result
+    if nan:
+        if as_json:
+            click.echo(json.dumps({"nan_origin": None if result is None else result.to_dict()}, indent=2))
+        else:
+            click.echo("no instruction makes NaN or Inf from finite operands" if result is None else result.render())
+        sys.exit(0 if result is None else 1)
+    _echo_warnings(result.warnings)
+    click.echo(result.to_json() if as_json else result.render())
+    sys.exit(0 if result.ok else 1)
+
+
+def _bisect(
+    a_path: str,
+    passes: str | None,
+    numerics: Numerics,
+    inputs_path: str | None,
+    seed: int,
+    max_bytes: int,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """``--bisect``: the report, then exit 0 when no site moves the outputs, 1 when some do."""
+    planned = plan(passes, numerics) if passes else []
+    if len(planned) != 1:
+        raise click.UsageError("--bisect needs --passes naming one pass")
+    expander = expander_of(planned[0].hlo_pass)
+    with IsolatedPool(1) as pool:
+        pool.start(1)
+        a = _modules(a_path, False, timeout, pool)[0]
+        inputs = _inputs(None if inputs_path is None else load_arrays(inputs_path), a)
+        args = (a.text, a_path, expander, numerics, inputs, seed, max_bytes)
+        (result,) = pool.map(bisect_prepared, [args], timeout=limit(timeout), labels=[a_path])
+    if isinstance(result, HloError):
+        raise result
+    click.echo(result.to_json() if as_json else result.render())
+    sys.exit(0 if result.ok else 1)

@@ -1,0 +1,92 @@
+"""``hloopt trace`` on the command line: exit codes, the text report, ``--json``, ``--nan``, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from hloopt.cli.trace import trace_command
+
+A = """HloModule m
+ENTRY main {
+  x = f32[4] parameter(0)
+  k = f32[4] constant({1, 2, 3, 4})
+  m = f32[4] multiply(x, k)
+  ROOT t = f32[4] tanh(m)
+}
+"""
+
+
+def invoke(*args: str | Path) -> tuple[int, str]:
+    result = CliRunner().invoke(trace_command, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def test_a_planted_constant_is_named_and_the_exit_is_1(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(A)
+    (tmp_path / "b.hlo").write_text(A.replace("{1, 2, 3, 4}", "{1, -2, 3, 4}"))
+    code, out = invoke(tmp_path / "a.hlo", tmp_path / "b.hlo")
+    assert code == 1 and "first local error over tolerance: %k" in out
+    assert "output 0: %t <- %m <- %k" in out
+    code, out = invoke(tmp_path / "a.hlo", tmp_path / "b.hlo", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["first"] == "k" and report["matched_by"] == "names"
+    assert report["schema"] == "hloopt-trace/1" and report["outputs"][0]["path"] == ["t", "m", "k"]
+
+
+def test_a_module_against_itself_is_clean(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(A)
+    code, out = invoke(tmp_path / "a.hlo", "--reference", "f64")
+    assert code == 0 and "no instruction's local error is over tolerance" in out
+    assert "verdict against f64: precision" in out
+
+
+def test_nan_origin(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(A.replace("tanh(m)", "log(m)"))
+    np.savez(tmp_path / "in.npz", input0=np.array([1, -1, 1, 1], np.float32))
+    code, out = invoke(tmp_path / "a.hlo", "--nan", "--inputs", tmp_path / "in.npz")
+    assert code == 1 and "%t (log) at [1] = nan" in out and "operand %m = -2.0" in out
+
+
+def test_b_and_passes_together_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(A)
+    code, out = invoke(tmp_path / "a.hlo", tmp_path / "a.hlo", "--passes", "all")
+    assert code == 2 and "not both" in out
+
+
+def test_an_invalid_module_is_an_error_with_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(A.replace("multiply(x, k)", "multiply(x, nowhere)"))
+    code, out = invoke(tmp_path / "a.hlo")
+    assert code == 2 and "a.hlo:" in out and "Traceback" not in out
+
+
+def test_bisect_needs_one_expander_pass(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(A)
+    code, out = invoke(tmp_path / "a.hlo", "--bisect")
+    assert code == 2 and "--bisect needs --passes naming one pass" in out
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", "upcast-all-to-fp32")
+    assert code == 2 and "rewrites instruction by instruction" in out
+
+
+def test_bisect_of_a_pass_that_keeps_the_numbers(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(
+        A.replace("multiply(x, k)", "multiply(x, kc)").replace(
+            "k = f32[4] constant({1, 2, 3, 4})", "k = bf16[4] constant({1, 2, 3, 4})\n  kc = f32[4] convert(k)"
+        )
+    )
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", "fold-constant-converts", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["sites"] == ["kc"] and report["culprits"] == [] and report["executions"] == 2
+
+
+def test_a_snapshot_is_traced_on_its_recorded_arguments(jax_snapshots: dict[str, Path]) -> None:
+    path = jax_snapshots["bf16_matmul"]
+    code, out = invoke(path, "--passes", "all", "--json")
+    report = json.loads(out)
+    assert code in (0, 1) and report["matched_by"] == "provenance" and report["instructions"], out
+    # The snapshot's arguments, not random inputs: another --seed traces the same values.
+    _, again = invoke(path, "--passes", "all", "--json", "--seed", "7")
+    assert json.loads(again)["instructions"] == report["instructions"]

@@ -1,0 +1,27 @@
+"""Passes with planted bugs, for ``trace --bisect``'s tests; XLA workers unpickle them by name, so a test
+that uses one puts this folder on the workers' path (`xla_workers.on_worker_path`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hloopt.analysis.shape_inference import ShapeResolver
+from hloopt.ir.builder import Builder
+from hloopt.ir.module import Instruction
+from hloopt.passes.base import OpExpanderPass, known_shape
+
+
+@dataclass(frozen=True)
+class WrongAtSome(OpExpanderPass):
+    """Rewrites every add into a new add (a correct rewrite), except those named in `wrong`, which become
+    subtracts."""
+
+    name = "test-wrong-at-some"
+    wrong: frozenset[str] = frozenset()
+
+    def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
+        return instruction.opcode == "add"
+
+    def expand(self, builder: Builder, instruction: Instruction, shapes: ShapeResolver) -> Instruction | None:
+        opcode = "subtract" if instruction.name in self.wrong else "add"
+        return builder.add(opcode, known_shape(shapes, instruction), instruction.operands)

@@ -1,0 +1,229 @@
+"""``trace`` through XLA: planted errors are named where they are made, downstream ones are propagated;
+rounds under a memory cap give the same answer; NaN origins; the f64 verdict on the shipped examples."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import sampled
+
+from hloopt.arrays.tracing import TraceReport
+from hloopt.xla.bridge import IsolatedPool
+from hloopt.xla.tracing import nan_origin, trace
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+BINARY = ("add", "subtract", "multiply", "maximum")
+UNARY = ("tanh", "negate", "sine")
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[IsolatedPool]:
+    with IsolatedPool(1) as workers:
+        yield workers
+
+
+def random_module(seed: int, size: int = 12) -> tuple[str, list[str]]:
+    """A random f32 module of elementwise ops over two parameters and a constant: its text, and the lines
+    of its body (one per instruction) so that a plant can rewrite one."""
+    rng = random.Random(seed)
+    lines = [
+        "p0 = f32[8] parameter(0)",
+        "p1 = f32[8] parameter(1)",
+        "k = f32[8] constant({1.25, -0.5, 3, 2, 0.75, -1.5, 4, 0.125})",
+    ]
+    names = ["p0", "p1", "k"]
+    for index in range(size):
+        name = f"v{index}"
+        if rng.random() < 0.7:
+            x, y = rng.sample(names, 2)
+            lines.append(f"{name} = f32[8] {rng.choice(BINARY)}({x}, {y})")
+        else:
+            lines.append(f"{name} = f32[8] {rng.choice(UNARY)}({rng.choice(names)})")
+        names.append(name)
+    return text_of(lines), lines
+
+
+def text_of(lines: list[str]) -> str:
+    body = "\n".join(f"  {'ROOT ' if i == len(lines) - 1 else ''}{line}" for i, line in enumerate(lines))
+    return f"HloModule planted\nENTRY main {{\n{body}\n}}\n"
+
+
+def plant(lines: list[str], seed: int) -> tuple[list[str], str]:
+    """One instruction made slightly wrong: the constant one ULP off, a sign (add ↔ subtract), or a
+    subtraction's operands swapped; returns the lines and the planted instruction's name."""
+    rng = random.Random(seed)
+    kinds = ["constant", *(["sign"] * 2), *(["swap"] * 2)]
+    planted = list(lines)
+    while True:
+        kind = rng.choice(kinds)
+        if kind == "constant":
+            value = np.float32(1.25)
+            planted[2] = planted[2].replace("1.25", repr(float(np.nextafter(value, np.float32(2)))), 1)
+            return planted, "k"
+        candidates = [i for i, line in enumerate(lines) if (" add(" in line or " subtract(" in line) and i > 2]
+        if kind == "swap":
+            candidates = [i for i in candidates if " subtract(" in lines[i]]
+        if not candidates:
+            continue
+        index = rng.choice(candidates)
+        name, _, rest = lines[index].partition(" = f32[8] ")
+        opcode, _, operands = rest.partition("(")
+        x, y = operands.rstrip(")").split(", ")
+        if kind == "sign":
+            flipped = "subtract" if opcode == "add" else "add"
+            planted[index] = f"{name} = f32[8] {flipped}({x}, {y})"
+        else:
+            planted[index] = f"{name} = f32[8] subtract({y}, {x})"
+        return planted, name
+
+
+def check_planted(report: TraceReport, name: str) -> None:
+    assert report.first is not None and report.first.a == name, report.render()
+    assert [t.a for t in report.instructions if t.makes_error] == [name], report.render()
+    moved = [t for t in report.instructions if t.propagated.max_abs_err > 0 and t.a != name]
+    assert all(t.local is not None and not t.makes_error for t in moved)
+
+
+@pytest.mark.parametrize("seed", sampled(range(40), 8))
+def test_planted_error_is_named_first_and_downstream_is_propagated(seed: int, pool: IsolatedPool) -> None:
+    text, lines = random_module(seed)
+    planted, name = plant(lines, seed)
+    report = trace(text, text_of(planted), pool=pool)
+    assert report.matched_by == "names"
+    check_planted(report, name)
+
+
+def test_identical_modules_make_no_error(pool: IsolatedPool) -> None:
+    text, _ = random_module(1)
+    report = trace(text, pool=pool)
+    assert report.ok and report.rounds == 1
+    assert all(
+        t.propagated.bit_identical and t.local is not None and t.local.bit_identical for t in report.instructions
+    )
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_memory_cap_takes_rounds_with_the_same_answer(seed: int, pool: IsolatedPool) -> None:
+    text, lines = random_module(seed, size=30)
+    planted, _ = plant(lines, seed)
+    whole = trace(text, text_of(planted), pool=pool)
+    # Two 32-byte inputs per side, then room for only a few instructions a round.
+    capped = trace(text, text_of(planted), max_bytes=128 + 400, pool=pool)
+    assert whole.rounds == 1 and capped.rounds > 3
+    # The same answer: which instructions make error, and the first. (A captured value itself can move by
+    # a bit with what else the round outputs: XLA's CPU fusion differs.)
+    assert [t.a for t in capped.instructions] == [t.a for t in whole.instructions]
+    assert [t.a for t in capped.instructions if t.makes_error] == [t.a for t in whole.instructions if t.makes_error]
+    assert capped.first is not None and whole.first is not None and capped.first.a == whole.first.a
+
+
+def test_a_module_over_the_cap_even_for_its_inputs_is_refused(pool: IsolatedPool) -> None:
+    from hloopt.arrays import ExecutionError
+
+    text, _ = random_module(2)
+    with pytest.raises(ExecutionError, match="over the limit"):
+        trace(text, max_bytes=64, pool=pool)
+
+
+def test_output_path_leads_back_to_the_plant(pool: IsolatedPool) -> None:
+    lines = [
+        "p0 = f32[8] parameter(0)",
+        "p1 = f32[8] parameter(1)",
+        "a = f32[8] multiply(p0, p1)",
+        "b = f32[8] subtract(a, p0)",
+        "c = f32[8] tanh(b)",
+        "d = f32[8] add(c, p1)",
+    ]
+    planted = [*lines[:3], "b = f32[8] subtract(p0, a)", *lines[4:]]
+    report = trace(text_of(lines), text_of(planted), pool=pool)
+    (output,) = report.outputs
+    assert output.path == ("d", "c", "b")
+    assert report.to_dict()["first"] == "b"
+
+
+def test_nan_origin_of_an_fp8_overflow(pool: IsolatedPool) -> None:
+    text = """HloModule overflow
+ENTRY main {
+  x = f32[4] parameter(0)
+  big = f32[4] constant({1, 2, 1000, 4})
+  m = f32[4] multiply(x, big)
+  q = f8e4m3fn[4] convert(m)
+  ROOT w = f32[4] convert(q)
+}
+"""
+    origin = nan_origin(text, inputs=[np.ones(4, np.float32)], pool=pool)
+    assert origin is not None and (origin.instruction, origin.opcode, origin.index) == ("q", "convert", (2,))
+    assert origin.value == "nan" and origin.operands == (("m", "1000.0"),)
+
+
+def test_nan_origin_of_a_log_of_a_negative_value(pool: IsolatedPool) -> None:
+    text = """HloModule logs
+ENTRY main {
+  x = f32[3] parameter(0)
+  one = f32[3] constant({1, 1, 1})
+  s = f32[3] subtract(x, one)
+  l = f32[3] log(s)
+  ROOT t = f32[3] tanh(l)
+}
+"""
+    origin = nan_origin(text, inputs=[np.array([2, 0.5, 3], np.float32)], pool=pool)
+    assert origin is not None and (origin.instruction, origin.index, origin.value) == ("l", (1,), "nan")
+    assert origin.operands == (("s", "-0.5"),)
+    assert nan_origin(text, inputs=[np.array([2, 3, 4], np.float32)], pool=pool) is None
+
+
+def test_upcast_all_on_the_bf16_examples_is_better(pool: IsolatedPool) -> None:
+    for name in ("bf16_conv_batchnorm_train.hlo", "fp8_bf16_mlp.hlo"):
+        text = (EXAMPLES / name).read_text()
+        report = trace(text, passes="upcast-all-to-fp32", reference=True, pool=pool)
+        assert report.matched_by == "provenance" and report.reference_error is None
+        assert report.verdict == "better", (name, report.render())
+        assert report.ok, report.render()
+
+
+def test_a_planted_wrong_constant_is_suspect(pool: IsolatedPool) -> None:
+    text = (EXAMPLES / "bf16_conv_batchnorm_train.hlo").read_text()
+    wrong = text.replace("bf16[] constant(0)", "bf16[] constant(0.5)", 1)
+    assert wrong != text
+    report = trace(text, wrong, reference=True, pool=pool)
+    assert report.verdict == "suspect", report.render()
+    assert report.first is not None and report.first.a == "zero"
+
+
+def _jax_program(kind: str) -> str:
+    """A bf16 jax program nobody here wrote, lowered by jax to HLO text."""
+    import jax
+    import jax.numpy as jnp
+
+    def mlp(params: list[tuple[jax.Array, jax.Array]], x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        for w, b in params:
+            x = jax.nn.gelu(x @ w + b)
+        return jnp.mean(x**2), jax.nn.softmax(x)
+
+    def norm(x: jax.Array) -> jax.Array:
+        return (x - x.mean(axis=0)) / jnp.sqrt(x.var(axis=0) + 1e-5)
+
+    if kind == "mlp":
+        params = [(jnp.full((16, 16), 0.1, jnp.bfloat16), jnp.zeros((16,), jnp.bfloat16)) for _ in range(3)]
+        lowered = jax.jit(mlp).lower(params, jnp.ones((4, 16), jnp.bfloat16))
+    else:
+        lowered = jax.jit(norm).lower(jnp.ones((8, 16), jnp.bfloat16))
+    return lowered.compiler_ir("hlo").as_hlo_text()  # pyright: ignore[reportOptionalMemberAccess]
+
+
+@pytest.mark.parametrize("kind", ["mlp", "norm"])
+def test_on_jax_programs_the_errors_enter_at_rewritten_instructions(kind: str, pool: IsolatedPool) -> None:
+    report = trace(_jax_program(kind), passes="all", reference=True, pool=pool)
+    assert report.matched_by == "provenance" and report.instructions
+    by_a = {t.a: t for t in report.instructions}
+    for output in report.outputs:
+        assert output.instruction is not None and output.path
+        entered = by_a[output.path[-1]]
+        if entered.propagated.max_abs_err > 0:
+            # Where the error entered, B's instruction is a rewrite: another type or another instruction.
+            assert entered.propagated.type_a != entered.propagated.type_b or entered.a != entered.b, report.render()
+    assert report.verdict in ("better", "precision"), report.render()
