@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from importlib import resources
 from sys import intern
@@ -37,6 +37,7 @@ from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import (
     MAX_NESTING,
+    MAX_OPERAND_NESTING,
     Piece,
     Spans,
     Splitters,
@@ -190,6 +191,32 @@ class _LiteralText:
     end: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Nested:
+    """An anonymous instruction as its argument list's parse meets it: its head and argument list
+    with their offsets, built once the list is read (`_Parse._argument_list`)."""
+
+    head: str
+    head_pos: int
+    arguments: str
+    arguments_pos: int
+
+
+@dataclass(slots=True)
+class _ListFrame:
+    """An argument list being built: its items, the next to look at, the instructions built for its
+    `_Nested` ones (in order); for an anonymous instruction's list, that instruction's head."""
+
+    items: list[Token | _Nested]
+    offset: int
+    nested: _Nested | None
+    refusal: HloParseError | None = None
+    next: int = 0
+    built: list[Instruction] = field(default_factory=list)
+    shape: Shape | None = None
+    opcode: str | None = None
+
+
 class _Builder(Transformer[Token, Module]):
     """Inline transformer: rule callbacks build the IR while the LALR parser reduces."""
 
@@ -233,10 +260,10 @@ class _Builder(Transformer[Token, Module]):
     def stack_frames(self, children: list[tuple[int, int]]) -> _StackFrames:
         return _StackFrames(self._parse.text[children[0][0] : children[-1][1]])
 
-    def nested_operand(self, children: list[Token]) -> Instruction:
-        return self._parse.nested_instruction(children[0], children[1])
+    def nested_operand(self, children: list[Token]) -> _Nested:
+        return self._parse.defer_nested(children[0], children[1])
 
-    def nested_arguments(self, children: list[Token | Instruction | None]) -> list[Token | Instruction]:
+    def nested_arguments(self, children: list[Token | _Nested | None]) -> list[Token | _Nested]:
         return [c for c in children if c is not None]
 
     def signature(self, children: list[Token]) -> _Signature:
@@ -366,6 +393,8 @@ class _Parse:
         self._anon_counts: dict[str, int] = {}
         #: (start, end) in the text of what Lark is parsing now: the text, or a sub-parse's fragment.
         self._fragment = (0, len(text))
+        #: The anonymous instructions the argument list being parsed has met so far (`_argument_list`).
+        self._deferred: list[_Nested] = []
 
     def error(self, offset: int, message: str) -> HloParseError:
         return self.locations.error(offset, message)
@@ -447,7 +476,7 @@ class _Parse:
             # in the fragment before Lark stopped; else Lark's own words are where it stopped).
             opening = self.text.rfind("(", start, position)
             if opening >= 0:
-                self._sub_parse(self.text[opening:end], "nested_arguments", opening)
+                self._argument_list(self.text[opening:end], opening)
         return self.error(offset, message)
 
     def check_parameter_list(self, signature: str, offset: int) -> None:
@@ -637,7 +666,10 @@ class _Parse:
         Any other token (an INT) is refused here unless it may be a parameter number: then it
         stays a piece, which `_build` reads or refuses.
         """
-        items = cast("list[Token | Instruction]", self._sub_parse(text, "nested_arguments", offset))
+        return self._operand_items(self._argument_list(text, offset), offset, opcode)
+
+    def _operand_items(self, items: list[Token | Instruction], offset: int, opcode: str) -> list[OperandItem]:
+        """The items of an argument list at `offset` as `_build` takes them (see `_nested_arguments`)."""
         converted: list[OperandItem] = []
         for item in items:
             if isinstance(item, Instruction):
@@ -652,23 +684,96 @@ class _Parse:
                 raise self.error(offset + int(item.start_pos or 0), f"expects an operand name, found {item!s}")
         return converted
 
-    def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
-        """An anonymous instruction written as an operand, named ``<opcode>.anon`` as XLA does."""
+    def _argument_list(self, text: str, offset: int) -> list[Token | Instruction]:
+        """The items of the argument list `text` at `offset`, each anonymous instruction in it built.
+
+        A loop over an explicit stack, not a recursion: XLA reads anonymous instructions nested
+        `MAX_OPERAND_NESTING` deep, each a sub-parse here. Everything happens in the order a
+        recursive reading has: an instruction's shape, then its arguments, then it; a list's
+        names checked once its instructions are built; and a list that Lark refuses after some of
+        its instructions were reduced refused only once those are built (their errors come first).
+        """
+        stack = [self._list_frame(text, offset, None)]
+        while True:
+            frame = stack[-1]
+            if frame.next < len(frame.items):
+                item = frame.items[frame.next]
+                frame.next += 1
+                if isinstance(item, _Nested):
+                    if len(stack) > MAX_OPERAND_NESTING:
+                        message = (
+                            f"anonymous instructions nest more than {MAX_OPERAND_NESTING} levels deep "
+                            "(XLA's parser overflows its stack)"
+                        )
+                        raise self.error(item.head_pos, message)
+                    opened = self._open_nested(item)
+                    if isinstance(opened, Instruction):
+                        frame.built.append(opened)
+                    else:
+                        stack.append(opened)
+                continue
+            stack.pop()
+            if frame.refusal is not None:
+                raise frame.refusal
+            built = iter(frame.built)
+            items = [next(built) if isinstance(item, _Nested) else item for item in frame.items]
+            if frame.nested is None:
+                return items
+            assert frame.opcode is not None
+            operands = self._operand_items(items, frame.offset, frame.opcode)
+            stack[-1].built.append(self._anonymous(frame.nested, frame.shape, frame.opcode, operands, None))
+
+    def _list_frame(self, text: str, offset: int, nested: _Nested | None) -> _ListFrame:
+        """The argument list `text` at `offset` parsed, its anonymous instructions still to build; a
+        refusal is kept, to be raised once the instructions Lark reduced before it are built."""
+        outer, self._deferred = self._deferred, []
+        try:
+            items = cast("list[Token | Instruction]", self._sub_parse(text, "nested_arguments", offset))
+            return _ListFrame(items, offset, nested)
+        except HloParseError as refusal:
+            if not self._deferred:
+                raise
+            return _ListFrame(list(self._deferred), offset, None, refusal=refusal)
+        finally:
+            self._deferred = outer
+
+    def defer_nested(self, head: Token, arguments: Token) -> _Nested:
+        """An anonymous instruction written as an operand, as its list's parse meets it: built later."""
+        nested = _Nested(str(head), self.position(head), str(arguments), self.position(arguments))
+        self._deferred.append(nested)
+        return nested
+
+    def _open_nested(self, nested: _Nested) -> Instruction | _ListFrame:
+        """Read the head of an anonymous instruction: a constant is built at once; any other
+        comes back as its argument list's frame, built when the frame is done."""
         # XLA's lexer needs no blank between the shape and the opcode (`f32[2]broadcast(`).
-        written = head.strip()
+        written = nested.head.strip()
         after_shape = _OPCODE_AFTER_SHAPE.search(written)
         assert after_shape is not None  # it matches the empty end at least
         shape_text, opcode = written[: after_shape.start()].strip(), after_shape.group()
-        head_pos, arguments_pos = self.position(head), self.position(arguments)
-        shape = self.shapes.read(shape_text, head_pos) if shape_text else None
-        literal = _LiteralText(str(arguments)[1:-1].strip(), arguments_pos + 1) if opcode == "constant" else None
-        items = [] if literal is not None else self._nested_arguments(str(arguments), arguments_pos, opcode)
+        shape = self.shapes.read(shape_text, nested.head_pos) if shape_text else None
+        if opcode == "constant":
+            literal = _LiteralText(nested.arguments[1:-1].strip(), nested.arguments_pos + 1)
+            return self._anonymous(nested, shape, opcode, [], literal)
+        frame = self._list_frame(nested.arguments, nested.arguments_pos, nested)
+        frame.shape, frame.opcode = shape, opcode
+        return frame
+
+    def _anonymous(
+        self,
+        nested: _Nested,
+        shape: Shape | None,
+        opcode: str,
+        operands: list[OperandItem],
+        literal: _LiteralText | None,
+    ) -> Instruction:
+        """The anonymous instruction `nested`, named ``<opcode>.anon`` as XLA does."""
         name = f"{opcode}.anon"
         count = self._anon_counts.get(name, 0)
         self._anon_counts[name] = count + 1
         unique = name if count == 0 else f"{name}.{count}"
-        instruction = self._build(unique, shape, opcode, head_pos, items, arguments_pos + 1, literal)
-        self.locations.instructions[instruction] = head_pos
+        instruction = self._build(unique, shape, opcode, nested.head_pos, operands, nested.arguments_pos + 1, literal)
+        self.locations.instructions[instruction] = nested.head_pos
         return instruction
 
     def _build(
