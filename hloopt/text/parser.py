@@ -728,7 +728,7 @@ class _Parse:
         refusal is kept, to be raised once the instructions Lark reduced before it are built."""
         outer, self._deferred = self._deferred, []
         try:
-            items = cast("list[Token | Instruction]", self._sub_parse(text, "nested_arguments", offset))
+            items = cast("list[Token | _Nested]", self._sub_parse(text, "nested_arguments", offset))
             return _ListFrame(items, offset, nested)
         except HloParseError as refusal:
             if not self._deferred:
