@@ -36,6 +36,7 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import (
+    MAX_INLINE_NESTING,
     MAX_NESTING,
     MAX_OPERAND_NESTING,
     Piece,
@@ -217,6 +218,29 @@ class _ListFrame:
     opcode: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _InlineBody:
+    """An inline computation (``to_apply={...}``): the instruction and attribute it is written in, its text."""
+
+    instruction: Instruction
+    key: str
+    value: str
+    value_pos: int
+
+
+@dataclass(slots=True)
+class _BodyFrame:
+    """An inline body being built: its INSTRUCTION tokens, the next to build, the instructions built,
+    the inline bodies the last one wrote (read before the next)."""
+
+    job: _InlineBody
+    tokens: list[Token]
+    refusal: HloParseError | None = None
+    next: int = 0
+    built: list[Instruction] = field(default_factory=list)
+    jobs: list[_InlineBody] = field(default_factory=list)
+
+
 class _Builder(Transformer[Token, Module]):
     """Inline transformer: rule callbacks build the IR while the LALR parser reduces."""
 
@@ -271,13 +295,13 @@ class _Builder(Transformer[Token, Module]):
         self._parse.check_parameter_list(str(token), int(token.start_pos or 0))
         return _Signature(_declared_result(token, int(token.end_pos or 0)))
 
-    def instruction(self, children: list[Token]) -> Instruction:
-        return self._parse.instruction(children[0])
+    def instruction(self, children: list[Token]) -> Instruction | Token:
+        return self._parse.lexed_instruction(children[0])
 
     def computation(self, children: list[Token | _Signature | Instruction | None]) -> list[Computation]:
         return self._parse.computation(children)
 
-    def inline_body(self, children: list[Instruction]) -> list[Instruction]:
+    def inline_body(self, children: list[Token]) -> list[Token]:
         return children
 
     def module(self, children: list[_Header | _StackFrames | list[Computation] | None]) -> Module:
@@ -395,6 +419,10 @@ class _Parse:
         self._fragment = (0, len(text))
         #: The anonymous instructions the argument list being parsed has met so far (`_argument_list`).
         self._deferred: list[_Nested] = []
+        #: The INSTRUCTION tokens of the inline body being lexed, and the inline bodies met by the
+        #: instruction being built (`_inline_bodies`); None outside it.
+        self._inline_tokens: list[Token] | None = None
+        self._inline_jobs: list[_InlineBody] | None = None
 
     def error(self, offset: int, message: str) -> HloParseError:
         return self.locations.error(offset, message)
@@ -540,6 +568,13 @@ class _Parse:
         if gap is None or gap.end() != len(text) - 1:
             raise _Relex  # the lexer would not have split this body so: let it lex one instruction at a time
         return instructions
+
+    def lexed_instruction(self, token: Token) -> Instruction | Token:
+        """An INSTRUCTION token as Lark reduces it: built, or kept for `_inline_bodies` to build."""
+        if self._inline_tokens is not None:
+            self._inline_tokens.append(token)
+            return token
+        return self.instruction(token)
 
     def instruction(self, token: Token) -> Instruction:
         """An INSTRUCTION token (inline bodies and the token-per-instruction fallback)."""
@@ -855,11 +890,72 @@ class _Parse:
         if key in INSTRUCTION_LIST_ATTRIBUTES:
             self.assembly.hold_control_predecessors(instruction, value)
         elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
-            body = cast("list[Instruction]", self._sub_parse(value, "inline_body", value_pos))
-            instruction.attributes[key] = self.assembly.inline_computation(body, value_pos)
+            job = _InlineBody(instruction, key, value, value_pos)
+            if self._inline_jobs is None:
+                self._inline_bodies(job)
+            else:  # inside `_inline_bodies`: its loop reads this body before the next instruction
+                self._inline_jobs.append(job)
+                instruction.attributes[key] = value  # until then: a second `key` is still "already exists"
         else:
             instruction.attributes[key] = value  # resolved when the module closes: callees may come later
             self.assembly.hold_callee(instruction, key)
+
+    def _inline_bodies(self, job: _InlineBody) -> None:
+        """The inline computation of `job` and those written inside it, from an explicit stack: XLA
+        reads them `MAX_INLINE_NESTING` deep, each a sub-parse here.
+
+        Everything happens in the order of a recursive reading: a body's instructions built one by
+        one, the inline bodies an instruction writes read right after it (before the next, so
+        anonymous instructions are counted in text order) and named innermost first; an error
+        that Lark or an instruction raises after an inline body is raised once that body is read.
+        """
+        stack, outer = [self._body_frame(job)], self._fragment
+        try:
+            while stack:
+                frame = stack[-1]
+                if frame.jobs:
+                    if len(stack) >= MAX_INLINE_NESTING:
+                        message = (
+                            f"inline computations nest more than {MAX_INLINE_NESTING} levels deep "
+                            "(XLA's parser overflows its stack)"
+                        )
+                        raise self.error(frame.jobs[0].value_pos, message)
+                    stack.append(self._body_frame(frame.jobs.pop(0)))
+                    continue
+                if frame.next < len(frame.tokens):
+                    token = frame.tokens[frame.next]
+                    frame.next += 1
+                    self._inline_jobs = frame.jobs
+                    # The token's offsets count from its body, the fragment Lark lexed it in.
+                    self._fragment = (frame.job.value_pos, frame.job.value_pos + len(frame.job.value))
+                    try:
+                        frame.built.append(self.instruction(token))
+                    except HloParseError as refusal:
+                        if not frame.jobs:
+                            raise
+                        frame.refusal, frame.next = refusal, len(frame.tokens)
+                    continue
+                stack.pop()
+                if frame.refusal is not None:
+                    raise frame.refusal
+                computation = self.assembly.inline_computation(frame.built, frame.job.value_pos)
+                frame.job.instruction.attributes[frame.job.key] = computation
+        finally:
+            self._inline_jobs, self._fragment = None, outer
+
+    def _body_frame(self, job: _InlineBody) -> _BodyFrame:
+        """The inline body of `job` lexed into its instructions' tokens, to be built one by one; a
+        refusal is kept, to be raised once the instructions Lark reduced before it are built."""
+        self._inline_tokens = []
+        try:
+            tokens = cast("list[Token]", self._sub_parse(job.value, "inline_body", job.value_pos))
+            return _BodyFrame(job, tokens)
+        except HloParseError as refusal:
+            if not self._inline_tokens:
+                raise
+            return _BodyFrame(job, list(self._inline_tokens), refusal=refusal)
+        finally:
+            self._inline_tokens = None
 
     # -- computations and module -----------------------------------------------
     def computation(self, children: list[Token | _Signature | Instruction | None]) -> list[Computation]:

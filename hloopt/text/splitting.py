@@ -176,6 +176,9 @@ MAX_NESTING = 7200
 #: overflow at 1,040, jaxlib 0.12 reads 1,075 and dies at 1,100 (8 MB main-thread stack). hloopt reads
 #: up to a bound below both, so XLA reads every nesting hloopt accepts, and refuses past it.
 MAX_OPERAND_NESTING = 1024
+#: The deepest inline computations read (`to_apply={... call(...), to_apply={...} ...}`): jaxlib 0.10 reads
+#: 905 levels and dies at 910, jaxlib 0.12 reads 1,000 and dies at 1,100; hloopt refuses past a bound below both.
+MAX_INLINE_NESTING = 900
 
 
 def deepest(text: str) -> int:
