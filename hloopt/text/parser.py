@@ -55,7 +55,8 @@ if TYPE_CHECKING:
     from hloopt.text.truncation import Units
 
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)\s*$")
-_HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
+#: ``ROOT`` needs a blank or comment after it, or a ``%`` (XLA's lexer ends the keyword there: ``ROOT%x``).
+_HEAD = re.compile(r"(ROOT(?:(?:\s|/\*.*?\*/)+|(?=%)))?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
 _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
 #: What follows a nested instruction's shape: the last run of its head without blanks or closing brackets.
 _OPCODE_AFTER_SHAPE = re.compile(r"[^\s\])}]*$")
@@ -147,7 +148,7 @@ _PARAMETER = re.compile(
     r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?:[ \t\n\r]*:|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
 )
 _PLAIN_HEAD = re.compile(
-    r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
+    r"(ROOT(?:\s+|(?=%)))?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
 
 

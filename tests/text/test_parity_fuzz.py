@@ -104,6 +104,10 @@ ACCEPTED_BY_XLA = {
         "HloModule m\n\nENTRY %e (p f32[2]) -> f32[2] {\n  ROOT p = f32[2] parameter(0)\n}\n"
     ),
     "-0 as a dimension and a parameter number": _entry("ROOT p = f32[-0] parameter(-0)"),
+    "ROOT against a %name (XLA's lexer ends the keyword at the %)": _entry(
+        "a = f32[] parameter(0)", "ROOT%n = f32[] negate(a)"
+    ),
+    "ROOT, a comment, a %name": _entry("a = f32[] parameter(0)", "ROOT/*c*/%n = f32[] negate(a)"),
     "an add without its shape over floats of two precisions": _entry(
         "a = f32[2] parameter(0)", "b = bf16[2] parameter(1)", "ROOT r = add(a, b)"
     ),
