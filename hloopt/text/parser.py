@@ -106,6 +106,8 @@ _ILLEGAL_NAMES = frozenset(row.name for row in ELEMENT_TYPE_ROWS)
 def check_name(name: str, written: str, offset: int, error: Callable[[int, str], HloParseError], kind: str) -> None:
     """Refuse an instruction or computation name XLA's parser refuses; `written` is how the text
     spells it (with or without ``%``)."""
+    if kind == "instruction" and name[:2] == "__":  # XLA's name sanitizer keeps `__` for its own names
+        raise error(offset, f"illegal instruction name: {name}; suggest renaming to: a{name[1:]}")
     if name not in _NOT_NAMES:
         return
     illegal = kind == "instruction" and name in _ILLEGAL_NAMES
@@ -541,7 +543,7 @@ class _Parse:
             if match is not None:  # the common line: its head read here, saving a call per instruction
                 root, name, shape_text, opcode = match.group(2, 3, 4, 5)
                 head_pos = base + match.start(1)
-                if name in _NOT_NAMES:
+                if name in _NOT_NAMES or name[:2] == "__":
                     self._check_head_name(match.group(1), head_pos, match.start(3) - match.start(1))
                 shape = known_shape(shape_text)
                 if shape is None:
@@ -596,7 +598,7 @@ class _Parse:
         if parts is not None:
             root, name, shape_text, opcode = parts.groups()
             shape_pos, opcode_pos = head_pos + parts.start(3), head_pos + parts.start(4)
-            if name in _NOT_NAMES:
+            if name in _NOT_NAMES or name[:2] == "__":
                 self._check_head_name(head, head_pos, parts.start(2))
         else:
             root, name, shape_text, shape_pos, opcode, opcode_pos = self._commented_head(head, head_pos)
@@ -664,7 +666,7 @@ class _Parse:
         match = _HEAD.match(head)
         if match is None:
             raise self.error(head_pos, "expects an instruction name and `=`")
-        if match.group(2) in _NOT_NAMES:
+        if match.group(2) in _NOT_NAMES or match.group(2)[:2] == "__":
             self._check_head_name(head, head_pos, match.start(2))
         rest = _COMMENT.sub(lambda m: " " * len(m.group()), head[match.end() : -1])
         opcode_match = _TRAILING_OPCODE.search(rest)
@@ -686,6 +688,8 @@ class _Parse:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
         if opcode == "parameter" and SIZE.fullmatch(number := body.strip()):
             return int(number)
+        if opcode == "parameter" and "," in body:
+            self._check_parameter_comma(body, start)
         if "[" not in body:
             names = _OPERAND_NAME.findall(body)
             # XLA prints `%a, %b`: rebuilding that is cheaper than the regex that checks any spelling.
@@ -694,6 +698,16 @@ class _Parse:
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1, opcode)
+
+    def _check_parameter_comma(self, body: str, start: int) -> None:
+        """XLA reads a parameter's number, then its `)`: a comma before or after the number is refused
+        (the empty operands other opcodes skip are not read here)."""
+        comma = body.index(",")
+        before = body[:comma].strip()
+        if not before:
+            raise self.error(start + comma, "expects integer")
+        if re.fullmatch(r"-?[0-9]+", before):
+            raise self.error(start + comma, "expects ')' after parameter number")
 
     def _nested_arguments(self, text: str, offset: int, opcode: str) -> list[OperandItem]:
         """An argument list ``(...)`` of `opcode` at `offset` read with the grammar (tuple shapes,
