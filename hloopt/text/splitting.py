@@ -155,7 +155,7 @@ MASK_DEPTH = 12
 MASK = "\x01"
 #: A bracket, or what XLA's lexer reads past whole (strings and comments), whose brackets are text.
 _BRACKET_OR_SKIPPED = re.compile(
-    r'([(){}\[\]])|"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n]*+'
+    r'([(){}\[\]])|"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
 )
 
 
