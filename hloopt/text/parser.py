@@ -805,6 +805,10 @@ class _Parse:
         if opcode == "constant":
             literal = _LiteralText(nested.arguments[1:-1].strip(), nested.arguments_pos + 1)
             return self._anonymous(nested, shape, opcode, [], literal)
+        if opcode == "parameter" and "," in nested.arguments:
+            body = _COMMENT.sub(lambda m: " " * len(m.group()), nested.arguments[1:-1])
+            if "," in body:
+                self._check_parameter_comma(body, nested.arguments_pos + 1)
         frame = self._list_frame(nested.arguments, nested.arguments_pos, nested)
         frame.shape, frame.opcode = shape, opcode
         return frame
