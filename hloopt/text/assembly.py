@@ -157,35 +157,53 @@ class Assembly:
 
         The parser places each instruction of a body as soon as it is read: errors come in text
         order, as XLA reports them, and nothing waits in `pending` (a body can hold a million).
+        Nested operands are placed from an explicit stack, not by recursion: XLA reads them
+        1,024 deep (`splitting.MAX_OPERAND_NESTING`).
         """
-        operand_items, control, arguments = self.pending.pop(instruction)
-        defined = scope.defined
-        for item in operand_items:
-            if type(item) is str and "#" not in item and (operand := defined.get(item)) is not None:
-                instruction.append_operand(operand)  # the common operand: a plain name, already defined
-                continue
-            if isinstance(item, Instruction):
-                self.place(item, computation, scope)
-                instruction.append_operand(item)
-                continue
-            name, declared_text = (item, None) if isinstance(item, str) else item
-            operand = self._compact(name, computation, scope, arguments) if "#" in name else scope.defined.get(name)
-            if operand is None:
-                message = f"instruction {name} does not exist (operands must be defined earlier in the computation)"
-                raise self._locations.fail(OperandIssue(message, arguments, name))
-            if declared_text is not None and operand.shape is not None:
-                declared = self._shapes.get(declared_text)
-                if declared is None:
-                    declared_at = self._locations.operand(arguments, name, declared_text)
-                    declared = self._shapes.read(declared_text, declared_at)
-                # Shapes are interned by text: most operands are declared as the very shape they have.
-                if declared is not operand.shape and not compatible(declared, operand.shape):
-                    message = (
-                        f"The declared operand shape {declared.to_text()} is not compatible with the shape "
-                        f"of the operand instruction {operand.shape.to_text()}."
-                    )
-                    raise self._locations.fail(OperandIssue(message, arguments, name, declared_text))
-            instruction.append_operand(operand)
+        stack = [(instruction, iter(self.pending[instruction][0]))]
+        while stack:
+            current, items = stack[-1]
+            defined = scope.defined
+            for item in items:  # an iterator: after a nested operand is placed, its list goes on from there
+                if type(item) is str and "#" not in item and (operand := defined.get(item)) is not None:
+                    current.append_operand(operand)  # the common operand: a plain name, already defined
+                    continue
+                if isinstance(item, Instruction):
+                    stack.append((item, iter(self.pending[item][0])))
+                    break
+                current.append_operand(self._operand(item, computation, scope, self.pending[current][2]))
+            else:
+                stack.pop()
+                self._define(current, computation, scope)
+                if stack:
+                    stack[-1][0].append_operand(current)
+
+    def _operand(
+        self, item: str | tuple[str, str], computation: Computation, scope: Scope, arguments: int
+    ) -> Instruction:
+        """The instruction an operand name (with the shape it declares, if any) stands for in `scope`."""
+        name, declared_text = (item, None) if isinstance(item, str) else item
+        operand = self._compact(name, computation, scope, arguments) if "#" in name else scope.defined.get(name)
+        if operand is None:
+            message = f"instruction {name} does not exist (operands must be defined earlier in the computation)"
+            raise self._locations.fail(OperandIssue(message, arguments, name))
+        if declared_text is not None and operand.shape is not None:
+            declared = self._shapes.get(declared_text)
+            if declared is None:
+                declared_at = self._locations.operand(arguments, name, declared_text)
+                declared = self._shapes.read(declared_text, declared_at)
+            # Shapes are interned by text: most operands are declared as the very shape they have.
+            if declared is not operand.shape and not compatible(declared, operand.shape):
+                message = (
+                    f"The declared operand shape {declared.to_text()} is not compatible with the shape "
+                    f"of the operand instruction {operand.shape.to_text()}."
+                )
+                raise self._locations.fail(OperandIssue(message, arguments, name, declared_text))
+        return operand
+
+    def _define(self, instruction: Instruction, computation: Computation, scope: Scope) -> None:
+        """Append `instruction`, its operands resolved, to `computation` under its name."""
+        _, control, _ = self.pending.pop(instruction)
         if instruction.opcode == "recv-done" and instruction.operands:
             # Like XLA's parser: recv-done yields (the recv's data, token[]), whatever the text says.
             recv_shape = instruction.operands[0].shape

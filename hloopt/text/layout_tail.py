@@ -17,7 +17,7 @@ from hloopt.ir.element_types import PRIMITIVE_TYPES
 from hloopt.ir.shape import COMBINE_DIMENSION, Layout
 
 #: XLA's lexer on a layout tail: blanks and comments, then a name, an int64, or one punctuation character.
-_TOKEN = re.compile(r"(?:\s|/\*(?:[^*]|\*(?!/))*\*/|//[^\n]*)*+(?:([A-Za-z_][A-Za-z0-9_.\-]*)|(-?\d+)|(.))?", re.S)
+_TOKEN = re.compile(r"(?:\s|/\*(?:[^*]|\*(?!/))*\*/|//[^\n\r]*)*+(?:([A-Za-z_][A-Za-z0-9_.\-]*)|(-?\d+)|(.))?", re.S)
 _INT64 = range(-(2**63), 2**63)
 
 #: Builds the located error for a message at an offset of the tail.

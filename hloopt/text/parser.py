@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from importlib import resources
 from sys import intern
@@ -36,7 +36,9 @@ from hloopt.text.lark_errors import expected_terminals, wording
 from hloopt.text.locations import Locations
 from hloopt.text.shapes import SIZE, ShapeReader
 from hloopt.text.splitting import (
+    MAX_INLINE_NESTING,
     MAX_NESTING,
+    MAX_OPERAND_NESTING,
     Piece,
     Spans,
     Splitters,
@@ -53,7 +55,8 @@ if TYPE_CHECKING:
     from hloopt.text.truncation import Units
 
 _TRAILING_NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*(?:#\d+)*)\s*$")
-_HEAD = re.compile(r"(ROOT(?:\s|/\*.*?\*/)+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
+#: ``ROOT`` needs a blank or comment after it, or a ``%`` (XLA's lexer ends the keyword there: ``ROOT%x``).
+_HEAD = re.compile(r"(ROOT(?:(?:\s|/\*.*?\*/)+|(?=%)))?%?([A-Za-z_][A-Za-z0-9_.\-]*)(?:\s|/\*.*?\*/)*=", re.S)
 _TRAILING_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)\s*$")
 #: What follows a nested instruction's shape: the last run of its head without blanks or closing brackets.
 _OPCODE_AFTER_SHAPE = re.compile(r"[^\s\])}]*$")
@@ -103,6 +106,8 @@ _ILLEGAL_NAMES = frozenset(row.name for row in ELEMENT_TYPE_ROWS)
 def check_name(name: str, written: str, offset: int, error: Callable[[int, str], HloParseError], kind: str) -> None:
     """Refuse an instruction or computation name XLA's parser refuses; `written` is how the text
     spells it (with or without ``%``)."""
+    if kind == "instruction" and name[:2] == "__":  # XLA's name sanitizer keeps `__` for its own names
+        raise error(offset, f"illegal instruction name: {name}; suggest renaming to: a{name[1:]}")
     if name not in _NOT_NAMES:
         return
     illegal = kind == "instruction" and name in _ILLEGAL_NAMES
@@ -152,7 +157,7 @@ _PRINTED_PARAMETERS = re.compile(
 )
 _PRINTED_PARAMETER_SHAPE = re.compile(rf": ({_PRINTED_ARRAY})")
 _PLAIN_HEAD = re.compile(
-    r"(ROOT\s+)?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
+    r"(ROOT(?:\s+|(?=%)))?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
 
 
@@ -195,6 +200,55 @@ class _LiteralText:
     offset: int
     start: int = 0
     end: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Nested:
+    """An anonymous instruction as its argument list's parse meets it: its head and argument list
+    with their offsets, built once the list is read (`_Parse._argument_list`)."""
+
+    head: str
+    head_pos: int
+    arguments: str
+    arguments_pos: int
+
+
+@dataclass(slots=True)
+class _ListFrame:
+    """An argument list being built: its items, the next to look at, the instructions built for its
+    `_Nested` ones (in order); for an anonymous instruction's list, that instruction's head."""
+
+    items: list[Token | _Nested]
+    offset: int
+    nested: _Nested | None
+    refusal: HloParseError | None = None
+    next: int = 0
+    built: list[Instruction] = field(default_factory=list)
+    shape: Shape | None = None
+    opcode: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _InlineBody:
+    """An inline computation (``to_apply={...}``): the instruction and attribute it is written in, its text."""
+
+    instruction: Instruction
+    key: str
+    value: str
+    value_pos: int
+
+
+@dataclass(slots=True)
+class _BodyFrame:
+    """An inline body being built: its INSTRUCTION tokens, the next to build, the instructions built,
+    the inline bodies the last one wrote (read before the next)."""
+
+    job: _InlineBody
+    tokens: list[Token]
+    refusal: HloParseError | None = None
+    next: int = 0
+    built: list[Instruction] = field(default_factory=list)
+    jobs: list[_InlineBody] = field(default_factory=list)
 
 
 class _Builder(Transformer[Token, Module]):
@@ -240,10 +294,10 @@ class _Builder(Transformer[Token, Module]):
     def stack_frames(self, children: list[tuple[int, int]]) -> _StackFrames:
         return _StackFrames(self._parse.text[children[0][0] : children[-1][1]])
 
-    def nested_operand(self, children: list[Token]) -> Instruction:
-        return self._parse.nested_instruction(children[0], children[1])
+    def nested_operand(self, children: list[Token]) -> _Nested:
+        return self._parse.defer_nested(children[0], children[1])
 
-    def nested_arguments(self, children: list[Token | Instruction | None]) -> list[Token | Instruction]:
+    def nested_arguments(self, children: list[Token | _Nested | None]) -> list[Token | _Nested]:
         return [c for c in children if c is not None]
 
     def signature(self, children: list[Token]) -> _Signature:
@@ -251,13 +305,13 @@ class _Builder(Transformer[Token, Module]):
         self._parse.check_parameter_list(str(token), int(token.start_pos or 0))
         return _Signature(_declared_result(token, int(token.end_pos or 0)))
 
-    def instruction(self, children: list[Token]) -> Instruction:
-        return self._parse.instruction(children[0])
+    def instruction(self, children: list[Token]) -> Instruction | Token:
+        return self._parse.lexed_instruction(children[0])
 
     def computation(self, children: list[Token | _Signature | Instruction | None]) -> list[Computation]:
         return self._parse.computation(children)
 
-    def inline_body(self, children: list[Instruction]) -> list[Instruction]:
+    def inline_body(self, children: list[Token]) -> list[Token]:
         return children
 
     def module(self, children: list[_Header | _StackFrames | list[Computation] | None]) -> Module:
@@ -373,6 +427,12 @@ class _Parse:
         self._anon_counts: dict[str, int] = {}
         #: (start, end) in the text of what Lark is parsing now: the text, or a sub-parse's fragment.
         self._fragment = (0, len(text))
+        #: The anonymous instructions the argument list being parsed has met so far (`_argument_list`).
+        self._deferred: list[_Nested] = []
+        #: The INSTRUCTION tokens of the inline body being lexed, and the inline bodies met by the
+        #: instruction being built (`_inline_bodies`); None outside it.
+        self._inline_tokens: list[Token] | None = None
+        self._inline_jobs: list[_InlineBody] | None = None
 
     def error(self, offset: int, message: str) -> HloParseError:
         return self.locations.error(offset, message)
@@ -454,7 +514,7 @@ class _Parse:
             # in the fragment before Lark stopped; else Lark's own words are where it stopped).
             opening = self.text.rfind("(", start, position)
             if opening >= 0:
-                self._sub_parse(self.text[opening:end], "nested_arguments", opening)
+                self._argument_list(self.text[opening:end], opening)
         return self.error(offset, message)
 
     def check_parameter_list(self, signature: str, offset: int) -> None:
@@ -494,7 +554,7 @@ class _Parse:
             if match is not None:  # the common line: its head read here, saving a call per instruction
                 root, name, shape_text, opcode = match.group(2, 3, 4, 5)
                 head_pos = base + match.start(1)
-                if name in _NOT_NAMES:
+                if name in _NOT_NAMES or name[:2] == "__":
                     self._check_head_name(match.group(1), head_pos, match.start(3) - match.start(1))
                 shape = known_shape(shape_text)
                 if shape is None:
@@ -523,6 +583,13 @@ class _Parse:
             raise _Relex  # the lexer would not have split this body so: let it lex one instruction at a time
         return instructions
 
+    def lexed_instruction(self, token: Token) -> Instruction | Token:
+        """An INSTRUCTION token as Lark reduces it: built, or kept for `_inline_bodies` to build."""
+        if self._inline_tokens is not None:
+            self._inline_tokens.append(token)
+            return token
+        return self.instruction(token)
+
     def instruction(self, token: Token) -> Instruction:
         """An INSTRUCTION token (inline bodies and the token-per-instruction fallback)."""
         text = str(token)
@@ -542,7 +609,7 @@ class _Parse:
         if parts is not None:
             root, name, shape_text, opcode = parts.groups()
             shape_pos, opcode_pos = head_pos + parts.start(3), head_pos + parts.start(4)
-            if name in _NOT_NAMES:
+            if name in _NOT_NAMES or name[:2] == "__":
                 self._check_head_name(head, head_pos, parts.start(2))
         else:
             root, name, shape_text, shape_pos, opcode, opcode_pos = self._commented_head(head, head_pos)
@@ -610,7 +677,7 @@ class _Parse:
         match = _HEAD.match(head)
         if match is None:
             raise self.error(head_pos, "expects an instruction name and `=`")
-        if match.group(2) in _NOT_NAMES:
+        if match.group(2) in _NOT_NAMES or match.group(2)[:2] == "__":
             self._check_head_name(head, head_pos, match.start(2))
         rest = _COMMENT.sub(lambda m: " " * len(m.group()), head[match.end() : -1])
         opcode_match = _TRAILING_OPCODE.search(rest)
@@ -632,6 +699,8 @@ class _Parse:
             body = _COMMENT.sub(lambda m: " " * len(m.group()), body)
         if opcode == "parameter" and SIZE.fullmatch(number := body.strip()):
             return int(number)
+        if opcode == "parameter" and "," in body:
+            self._check_parameter_comma(body, start)
         if "[" not in body:
             names = _OPERAND_NAME.findall(body)
             # XLA prints `%a, %b`: rebuilding that is cheaper than the regex that checks any spelling.
@@ -641,6 +710,16 @@ class _Parse:
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1, opcode)
 
+    def _check_parameter_comma(self, body: str, start: int) -> None:
+        """XLA reads a parameter's number, then its `)`: a comma before or after the number is refused
+        (the empty operands other opcodes skip are not read here)."""
+        comma = body.index(",")
+        before = body[:comma].strip()
+        if not before:
+            raise self.error(start + comma, "expects integer")
+        if re.fullmatch(r"-?[0-9]+", before):
+            raise self.error(start + comma, "expects ')' after parameter number")
+
     def _nested_arguments(self, text: str, offset: int, opcode: str) -> list[OperandItem]:
         """An argument list ``(...)`` of `opcode` at `offset` read with the grammar (tuple shapes,
         nested instructions).
@@ -648,7 +727,10 @@ class _Parse:
         Any other token (an INT) is refused here unless it may be a parameter number: then it
         stays a piece, which `_build` reads or refuses.
         """
-        items = cast("list[Token | Instruction]", self._sub_parse(text, "nested_arguments", offset))
+        return self._operand_items(self._argument_list(text, offset), offset, opcode)
+
+    def _operand_items(self, items: list[Token | Instruction], offset: int, opcode: str) -> list[OperandItem]:
+        """The items of an argument list at `offset` as `_build` takes them (see `_nested_arguments`)."""
         converted: list[OperandItem] = []
         for item in items:
             if isinstance(item, Instruction):
@@ -663,23 +745,100 @@ class _Parse:
                 raise self.error(offset + int(item.start_pos or 0), f"expects an operand name, found {item!s}")
         return converted
 
-    def nested_instruction(self, head: Token, arguments: Token) -> Instruction:
-        """An anonymous instruction written as an operand, named ``<opcode>.anon`` as XLA does."""
+    def _argument_list(self, text: str, offset: int) -> list[Token | Instruction]:
+        """The items of the argument list `text` at `offset`, each anonymous instruction in it built.
+
+        A loop over an explicit stack, not a recursion: XLA reads anonymous instructions nested
+        `MAX_OPERAND_NESTING` deep, each a sub-parse here. Everything happens in the order a
+        recursive reading has: an instruction's shape, then its arguments, then it; a list's
+        names checked once its instructions are built; and a list that Lark refuses after some of
+        its instructions were reduced refused only once those are built (their errors come first).
+        """
+        stack = [self._list_frame(text, offset, None)]
+        while True:
+            frame = stack[-1]
+            if frame.next < len(frame.items):
+                item = frame.items[frame.next]
+                frame.next += 1
+                if isinstance(item, _Nested):
+                    if len(stack) > MAX_OPERAND_NESTING:
+                        message = (
+                            f"anonymous instructions nest more than {MAX_OPERAND_NESTING} levels deep "
+                            "(XLA's parser overflows its stack)"
+                        )
+                        raise self.error(item.head_pos, message)
+                    opened = self._open_nested(item)
+                    if isinstance(opened, Instruction):
+                        frame.built.append(opened)
+                    else:
+                        stack.append(opened)
+                continue
+            stack.pop()
+            if frame.refusal is not None:
+                raise frame.refusal
+            built = iter(frame.built)
+            items = [next(built) if isinstance(item, _Nested) else item for item in frame.items]
+            if frame.nested is None:
+                return items
+            assert frame.opcode is not None
+            operands = self._operand_items(items, frame.offset, frame.opcode)
+            stack[-1].built.append(self._anonymous(frame.nested, frame.shape, frame.opcode, operands, None))
+
+    def _list_frame(self, text: str, offset: int, nested: _Nested | None) -> _ListFrame:
+        """The argument list `text` at `offset` parsed, its anonymous instructions still to build; a
+        refusal is kept, to be raised once the instructions Lark reduced before it are built."""
+        outer, self._deferred = self._deferred, []
+        try:
+            items = cast("list[Token | _Nested]", self._sub_parse(text, "nested_arguments", offset))
+            return _ListFrame(items, offset, nested)
+        except HloParseError as refusal:
+            if not self._deferred:
+                raise
+            return _ListFrame(list(self._deferred), offset, None, refusal=refusal)
+        finally:
+            self._deferred = outer
+
+    def defer_nested(self, head: Token, arguments: Token) -> _Nested:
+        """An anonymous instruction written as an operand, as its list's parse meets it: built later."""
+        nested = _Nested(str(head), self.position(head), str(arguments), self.position(arguments))
+        self._deferred.append(nested)
+        return nested
+
+    def _open_nested(self, nested: _Nested) -> Instruction | _ListFrame:
+        """Read the head of an anonymous instruction: a constant is built at once; any other
+        comes back as its argument list's frame, built when the frame is done."""
         # XLA's lexer needs no blank between the shape and the opcode (`f32[2]broadcast(`).
-        written = head.strip()
+        written = nested.head.strip()
         after_shape = _OPCODE_AFTER_SHAPE.search(written)
         assert after_shape is not None  # it matches the empty end at least
         shape_text, opcode = written[: after_shape.start()].strip(), after_shape.group()
-        head_pos, arguments_pos = self.position(head), self.position(arguments)
-        shape = self.shapes.read(shape_text, head_pos) if shape_text else None
-        literal = _LiteralText(str(arguments)[1:-1].strip(), arguments_pos + 1) if opcode == "constant" else None
-        items = [] if literal is not None else self._nested_arguments(str(arguments), arguments_pos, opcode)
+        shape = self.shapes.read(shape_text, nested.head_pos) if shape_text else None
+        if opcode == "constant":
+            literal = _LiteralText(nested.arguments[1:-1].strip(), nested.arguments_pos + 1)
+            return self._anonymous(nested, shape, opcode, [], literal)
+        if opcode == "parameter" and "," in nested.arguments:
+            body = _COMMENT.sub(lambda m: " " * len(m.group()), nested.arguments[1:-1])
+            if "," in body:
+                self._check_parameter_comma(body, nested.arguments_pos + 1)
+        frame = self._list_frame(nested.arguments, nested.arguments_pos, nested)
+        frame.shape, frame.opcode = shape, opcode
+        return frame
+
+    def _anonymous(
+        self,
+        nested: _Nested,
+        shape: Shape | None,
+        opcode: str,
+        operands: list[OperandItem],
+        literal: _LiteralText | None,
+    ) -> Instruction:
+        """The anonymous instruction `nested`, named ``<opcode>.anon`` as XLA does."""
         name = f"{opcode}.anon"
         count = self._anon_counts.get(name, 0)
         self._anon_counts[name] = count + 1
         unique = name if count == 0 else f"{name}.{count}"
-        instruction = self._build(unique, shape, opcode, head_pos, items, arguments_pos + 1, literal)
-        self.locations.instructions[instruction] = head_pos
+        instruction = self._build(unique, shape, opcode, nested.head_pos, operands, nested.arguments_pos + 1, literal)
+        self.locations.instructions[instruction] = nested.head_pos
         return instruction
 
     def _build(
@@ -761,11 +920,72 @@ class _Parse:
         if key in INSTRUCTION_LIST_ATTRIBUTES:
             self.assembly.hold_control_predecessors(instruction, value)
         elif key in COMPUTATION_ATTRIBUTES and value.startswith("{"):
-            body = cast("list[Instruction]", self._sub_parse(value, "inline_body", value_pos))
-            instruction.attributes[key] = self.assembly.inline_computation(body, value_pos)
+            job = _InlineBody(instruction, key, value, value_pos)
+            if self._inline_jobs is None:
+                self._inline_bodies(job)
+            else:  # inside `_inline_bodies`: its loop reads this body before the next instruction
+                self._inline_jobs.append(job)
+                instruction.attributes[key] = value  # until then: a second `key` is still "already exists"
         else:
             instruction.attributes[key] = value  # resolved when the module closes: callees may come later
             self.assembly.hold_callee(instruction, key)
+
+    def _inline_bodies(self, job: _InlineBody) -> None:
+        """The inline computation of `job` and those written inside it, from an explicit stack: XLA
+        reads them `MAX_INLINE_NESTING` deep, each a sub-parse here.
+
+        Everything happens in the order of a recursive reading: a body's instructions built one by
+        one, the inline bodies an instruction writes read right after it (before the next, so
+        anonymous instructions are counted in text order) and named innermost first; an error
+        that Lark or an instruction raises after an inline body is raised once that body is read.
+        """
+        stack, outer = [self._body_frame(job)], self._fragment
+        try:
+            while stack:
+                frame = stack[-1]
+                if frame.jobs:
+                    if len(stack) >= MAX_INLINE_NESTING:
+                        message = (
+                            f"inline computations nest more than {MAX_INLINE_NESTING} levels deep "
+                            "(XLA's parser overflows its stack)"
+                        )
+                        raise self.error(frame.jobs[0].value_pos, message)
+                    stack.append(self._body_frame(frame.jobs.pop(0)))
+                    continue
+                if frame.next < len(frame.tokens):
+                    token = frame.tokens[frame.next]
+                    frame.next += 1
+                    self._inline_jobs = frame.jobs
+                    # The token's offsets count from its body, the fragment Lark lexed it in.
+                    self._fragment = (frame.job.value_pos, frame.job.value_pos + len(frame.job.value))
+                    try:
+                        frame.built.append(self.instruction(token))
+                    except HloParseError as refusal:
+                        if not frame.jobs:
+                            raise
+                        frame.refusal, frame.next = refusal, len(frame.tokens)
+                    continue
+                stack.pop()
+                if frame.refusal is not None:
+                    raise frame.refusal
+                computation = self.assembly.inline_computation(frame.built, frame.job.value_pos)
+                frame.job.instruction.attributes[frame.job.key] = computation
+        finally:
+            self._inline_jobs, self._fragment = None, outer
+
+    def _body_frame(self, job: _InlineBody) -> _BodyFrame:
+        """The inline body of `job` lexed into its instructions' tokens, to be built one by one; a
+        refusal is kept, to be raised once the instructions Lark reduced before it are built."""
+        self._inline_tokens = []
+        try:
+            tokens = cast("list[Token]", self._sub_parse(job.value, "inline_body", job.value_pos))
+            return _BodyFrame(job, tokens)
+        except HloParseError as refusal:
+            if not self._inline_tokens:
+                raise
+            return _BodyFrame(job, list(self._inline_tokens), refusal=refusal)
+        finally:
+            self._inline_tokens = None
 
     # -- computations and module -----------------------------------------------
     def computation(self, children: list[Token | _Signature | Instruction | None]) -> list[Computation]:

@@ -155,7 +155,7 @@ MASK_DEPTH = 12
 MASK = "\x01"
 #: A bracket, or what XLA's lexer reads past whole (strings and comments), whose brackets are text.
 _BRACKET_OR_SKIPPED = re.compile(
-    r'([(){}\[\]])|"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n]*+'
+    r'([(){}\[\]])|"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
 )
 
 
@@ -171,6 +171,14 @@ class TooDeep(Exception):
 #: reads a tuple shape 7,000 levels deep and dies of a stack overflow at 7,500 (in a worker thread); hloopt
 #: refuses past a bound between the two, counting every bracket (a computation's braces too).
 MAX_NESTING = 7200
+#: The deepest anonymous instructions read (`add(f32[] add(f32[] add(...)))`). XLA's parser spends far more
+#: stack on a nested instruction than on a bracket: jaxlib 0.10 reads 1,035 levels and dies of a stack
+#: overflow at 1,040, jaxlib 0.12 reads 1,075 and dies at 1,100 (8 MB main-thread stack). hloopt reads
+#: up to a bound below both, so XLA reads every nesting hloopt accepts, and refuses past it.
+MAX_OPERAND_NESTING = 1024
+#: The deepest inline computations read (`to_apply={... call(...), to_apply={...} ...}`): jaxlib 0.10 reads
+#: 905 levels and dies at 910, jaxlib 0.12 reads 1,000 and dies at 1,100; hloopt refuses past a bound below both.
+MAX_INLINE_NESTING = 900
 
 
 def deepest(text: str) -> int:

@@ -19,6 +19,7 @@ from lark import Lark
 from hloopt.errors import HloParseError, locate, parse_error_at
 
 #: What the scan stops at: brackets, quotes and comment openers.
+_LINE_END = re.compile(r"[\n\r]")
 _SPECIAL = re.compile(r"""[{}()\[\]"']|/\*|//""")
 _CLOSING = {"}": "{", ")": "(", "]": "["}
 _CLOSER = {"{": "}", "(": ")", "[": "]", '"': '"', "'": "'", "/*": "*/"}
@@ -73,9 +74,9 @@ def scan(text: str) -> Scan | None:
     while (match := find(text, position)) is not None:
         token, at = match.group(), match.start()
         position = match.end()
-        if token == "//":
-            newline = text.find("\n", position)
-            position = end if newline < 0 else newline
+        if token == "//":  # to the line's end: a CR ends it too, as in XLA's lexer
+            newline = _LINE_END.search(text, position)
+            position = end if newline is None else newline.start()
             continue
         if token in ('"', "'", "/*"):
             close = _close_quoted(text, token, position)

@@ -15,8 +15,8 @@ from hloopt.errors import HloError, HloParseError
 from hloopt.ir.literal import Literal, decode_literal
 from hloopt.ir.shape import TupleShape
 from hloopt.text.parser import parse
-from hloopt.text.splitting import MASK, MASK_DEPTH, MAX_NESTING, TooDeep, masked
-from hloopt.xla.bridge import canonical_in_subprocess
+from hloopt.text.splitting import MASK, MASK_DEPTH, MAX_NESTING, MAX_OPERAND_NESTING, TooDeep, masked
+from hloopt.xla.bridge import XlaCrash, canonical_in_subprocess
 
 
 def _shape(depth: int) -> str:
@@ -57,10 +57,9 @@ CONSTRUCTS = {
         _entry(f"p = {_shape(d)} parameter(0)", f"ROOT t = ({_shape(d)}) tuple({_shape(d)} p)"),
         _shape(d),
     ),
-    # Each anonymous instruction is a sub-parse of its own: 100 levels, not 1,000 (see below).
-    # Each anonymous instruction is a sub-parse of its own: 100 levels at most here (see below).
+    # XLA's parser reads anonymous instructions 1,024 deep at most (see below).
     "anonymous operands": lambda d: (
-        _entry("p = f32[] parameter(0)", f"ROOT r = f32[] negate({_nested_negates(min(d, 100))})"),
+        _entry("p = f32[] parameter(0)", f"ROOT r = f32[] negate({_nested_negates(min(d, MAX_OPERAND_NESTING))})"),
         "",
     ),
 }
@@ -85,13 +84,37 @@ def test_xla_reads_the_deep_texts_and_their_prints() -> None:
     assert not refused
 
 
-def test_anonymous_operands_past_python_s_recursion_are_a_located_refusal() -> None:
-    """Each anonymous instruction's arguments are a sub-parse inside its parent's: 1,000 levels pass
-    Python's recursion limit, which is refused where the nesting is deepest (XLA reads them)."""
-    text = _entry("p = f32[] parameter(0)", f"ROOT r = f32[] negate({_nested_negates(1000)})")
-    with pytest.raises(HloParseError, match="input nests too deeply") as caught:
+def _anonymous_module(depth: int) -> str:
+    return _entry("p = f32[] parameter(0)", f"ROOT r = f32[] negate({_nested_negates(depth)})")
+
+
+def test_anonymous_operands_are_read_as_deep_as_xla_reads_them() -> None:
+    """Each anonymous instruction is a sub-parse, built from an explicit stack: no Python recursion
+    limit stands between hloopt and XLA's own reach. Named as XLA names them, innermost first."""
+    module = parse(_anonymous_module(MAX_OPERAND_NESTING))
+    names = [instruction.name for instruction in module.entry.instructions]
+    assert names[:3] == ["p", "negate.anon", "negate.anon.1"]
+    assert names[-2:] == [f"negate.anon.{MAX_OPERAND_NESTING - 1}", "r"]
+    assert module.entry.root is not None and module.entry.root.operands[0].name == names[-2]
+
+
+def test_past_xla_s_reach_anonymous_operands_are_a_located_refusal() -> None:
+    text = _anonymous_module(MAX_OPERAND_NESTING + 1)
+    with pytest.raises(HloParseError, match=f"nest more than {MAX_OPERAND_NESTING} levels deep") as caught:
         parse(text)
-    assert caught.value.location.line == 5 and caught.value.location.column > 1000
+    # The head of the first anonymous instruction past the bound.
+    column = len("  ROOT r = f32[] negate(") + MAX_OPERAND_NESTING * len("f32[] negate(") + 1
+    assert (caught.value.location.line, caught.value.location.column) == (5, column)
+
+
+@pytest.mark.slow
+def test_xla_reads_the_deepest_anonymous_operands_and_dies_past_its_reach() -> None:
+    """The bound's evidence, asked of jaxlib: XLA reads `MAX_OPERAND_NESTING` levels and prints them as
+    hloopt does; a few hundred levels further its parser overflows its stack (a crash, not a refusal)."""
+    deepest, past = _anonymous_module(MAX_OPERAND_NESTING), _anonymous_module(MAX_OPERAND_NESTING + 500)
+    verdicts = canonical_in_subprocess([deepest, past])
+    assert isinstance(verdicts[0], str) and verdicts[0] == parse(deepest).to_text()
+    assert isinstance(verdicts[1], XlaCrash)
 
 
 def test_a_deep_literal_decodes_at_any_depth() -> None:

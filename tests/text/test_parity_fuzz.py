@@ -15,7 +15,7 @@ import pytest
 from test_error_cases import ERRORS, error_cases
 
 import hloopt
-from hloopt.errors import HloError
+from hloopt.errors import HloError, HloParseError
 from hloopt.xla.bridge import IsolatedPool, canonical_in_subprocess, jaxlib_version
 
 pytestmark = pytest.mark.corpus
@@ -104,6 +104,11 @@ ACCEPTED_BY_XLA = {
         "HloModule m\n\nENTRY %e (p f32[2]) -> f32[2] {\n  ROOT p = f32[2] parameter(0)\n}\n"
     ),
     "-0 as a dimension and a parameter number": _entry("ROOT p = f32[-0] parameter(-0)"),
+    "ROOT against a %name (XLA's lexer ends the keyword at the %)": _entry(
+        "a = f32[] parameter(0)", "ROOT%n = f32[] negate(a)"
+    ),
+    "ROOT, a comment, a %name": _entry("a = f32[] parameter(0)", "ROOT/*c*/%n = f32[] negate(a)"),
+    "an instruction after a line comment ended by a CR": _entry("// a comment\r  ROOT p = f32[] parameter(0)"),
     "an add without its shape over floats of two precisions": _entry(
         "a = f32[2] parameter(0)", "b = bf16[2] parameter(1)", "ROOT r = add(a, b)"
     ),
@@ -165,6 +170,14 @@ ACCEPTED_BY_XLA = {
 @pytest.mark.parametrize("text", ACCEPTED_BY_XLA.values(), ids=ACCEPTED_BY_XLA.keys())
 def test_hloopt_reads_what_xla_reads(text: str) -> None:
     hloopt.parse(text)
+
+
+def test_a_line_comment_ends_at_a_carriage_return() -> None:
+    """XLA's lexer ends a `//` comment at a CR too: what follows the CR is read (and here refused, as XLA does)."""
+    text = _entry("// DUS update is at index 4, on shard 1 (\rindex 4..7)", "ROOT p = f32[] parameter(0)")
+    with pytest.raises(HloParseError) as caught:
+        hloopt.parse(text)
+    assert caught.value.location.line == 4
 
 
 def test_xla_reads_every_text_hloopt_now_reads() -> None:
