@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from hloopt.ir.attribute_values import Metadata
+from hloopt.ir.element_types import BY_NAME, Kind
 from hloopt.ir.module import Instruction, Module
-from hloopt.ir.opcodes import BY_NAME, Elementwise
-from hloopt.ir.shape import leaf_shapes
+from hloopt.ir.opcodes import BY_NAME as OPCODES_BY_NAME
+from hloopt.ir.opcodes import Elementwise
+from hloopt.ir.shape import ArrayShape, leaf_shapes
 from hloopt.passes.base import HloPass, PassResult
 from hloopt.passes.pipeline import run_pipeline
 
@@ -170,7 +172,7 @@ class _Trace:
 def _kind(instruction: Instruction) -> str | None:
     if instruction.opcode in LISTED:
         return instruction.opcode
-    row = BY_NAME.get(instruction.opcode)
+    row = OPCODES_BY_NAME.get(instruction.opcode)
     if row is not None and row.elementwise not in (Elementwise.NONE, Elementwise.CONVERT):
         return "elementwise"
     return None
@@ -189,11 +191,32 @@ def _scope(instruction: Instruction) -> str:
 
 def _types(instruction: Instruction | None, distinct: bool = False) -> str:
     """``f32,f32 -> bf16``: the element types going in (each type once when `distinct`, so that an
-    elementwise group holds unary and binary ops alike) and coming out."""
+    elementwise group holds unary and binary ops alike) and coming out. A listed op's operand widened by a
+    convert shows the type it was rounded to: the auto-cast's bf16 operands reach XLA's CPU dot as f32, exactly."""
     if instruction is None:
         return "(removed)"
-    ins = [_leaf_types(o) for o in instruction.operands]
+    listed = instruction.opcode in LISTED
+    ins = [_leaf_types(_rounded(o) if listed else o) for o in instruction.operands]
     return f"{','.join(dict.fromkeys(ins) if distinct else ins)} -> {_leaf_types(instruction)}"
+
+
+def _rounded(operand: Instruction) -> Instruction:
+    """The value a widening `convert` (to a float type with at least as many bits) carries unchanged."""
+    if operand.opcode != "convert" or len(operand.operands) != 1:
+        return operand
+    source = operand.operands[0]
+    if not isinstance(source.shape, ArrayShape) or not isinstance(operand.shape, ArrayShape):
+        return operand
+    narrow, wide = BY_NAME.get(source.shape.element_type), BY_NAME.get(operand.shape.element_type)
+    exact = (
+        narrow is not None
+        and wide is not None
+        and narrow.kind is wide.kind is Kind.FLOAT
+        and narrow.name != wide.name
+        and narrow.mantissa_bits <= wide.mantissa_bits
+        and narrow.exponent_bits <= wide.exponent_bits
+    )
+    return source if exact else operand
 
 
 def _leaf_types(instruction: Instruction) -> str:
