@@ -84,7 +84,9 @@ def bisected_passes(passes: str | Sequence[str | HloPass], numerics: Numerics) -
     steps = [step.hlo_pass for step in plan(passes, numerics)]
     if not any(isinstance(hlo_pass, OpExpanderPass) for hlo_pass in steps):
         names = ", ".join(pass_name(hlo_pass) for hlo_pass in steps)
-        raise HloError(f"--bisect needs a pass that rewrites instruction by instruction; {names} rewrites the module as a whole")
+        raise HloError(
+            f"--bisect needs a pass that rewrites instruction by instruction; {names} rewrites the module as a whole"
+        )
     return steps
 
 
@@ -168,7 +170,9 @@ def bisect_prepared(
     if whole and fails([]):
         raise HloError(f"{', '.join(whole)} move the outputs with no site rewritten: there is nothing to bisect")
     found = culprits(sites) if sites and fails(sites) else []
-    return BisectReport(tuple(sites), tuple(found), runs[0], apply_at(text, label, steps, numerics, frozenset(found))[0])
+    return BisectReport(
+        tuple(sites), tuple(found), runs[0], apply_at(text, label, steps, numerics, frozenset(found))[0]
+    )
 
 
 def bisect(

@@ -67,7 +67,9 @@ def test_planted_culprits_across_two_passes_are_found_exactly(n: int, k: int, se
     report = bisect(adds_and_multiplies(n, seed), passes, pool=pool)
     by_pass = {"test-wrong-at-some": {f"sum{i}" for i in range(0, n, 2)}}
     by_pass["test-wrong-multiply-at-some"] = {f"sum{i}" for i in range(1, n, 2)}
-    assert {(s.pass_name, s.instruction) for s in report.sites} == {(p, i) for p, names in by_pass.items() for i in names}
+    assert {(s.pass_name, s.instruction) for s in report.sites} == {
+        (p, i) for p, names in by_pass.items() for i in names
+    }
     assert {(s.pass_name, s.instruction) for s in report.culprits} == {
         (p, i) for p, names in by_pass.items() for i in names & wrong
     }
