@@ -1,7 +1,7 @@
 """``hloopt trace``: which instruction makes B's numbers part from A's, and where a NaN or Inf starts.
 
-B is a second module (matched to A by instruction names), or A itself after ``--passes`` or under
-other ``--numerics`` (matched by the passes' provenance). XLA runs in one worker
+B is a second module (matched to A by instruction names), or A itself after ``--passes`` and the auto-cast
+of ``--neuron-cc-flags``, or under other ``--numerics`` (matched by the passes' provenance). XLA runs in one worker
 (`hloopt.xla.bridge.IsolatedPool`); this process reads, rewrites and prepares the modules.
 """
 
