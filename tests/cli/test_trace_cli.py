@@ -116,3 +116,31 @@ def test_a_snapshot_is_traced_on_its_recorded_arguments(jax_snapshots: dict[str,
     # The snapshot's arguments, not random inputs: another --seed traces the same values.
     _, again = invoke(path, "--passes", "all", "--json", "--seed", "7")
     assert json.loads(again)["instructions"] == report["instructions"]
+
+
+CALLING = """HloModule m
+inner {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  s = f32[4] multiply(a, b)
+  ROOT e = f32[4] exponential(s)
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  k = f32[4] constant({1, 2, 3, 4})
+  c = f32[4] call(x, k), to_apply=inner
+  ROOT t = f32[4] tanh(c)
+}
+"""
+
+
+def test_instructions_inside_a_call_are_traced(tmp_path: Path) -> None:
+    """The call is inlined for capture: a wrong instruction inside it is named, not the call."""
+    (tmp_path / "a.hlo").write_text(CALLING)
+    (tmp_path / "b.hlo").write_text(CALLING.replace("multiply(a, b)", "subtract(a, b)"))
+    code, out = invoke(tmp_path / "a.hlo", tmp_path / "b.hlo", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["first"] == "s", out
+    over = {row["a"]: row["local_over_tolerance"] for row in report["instructions"]}
+    assert over == {"x": False, "k": False, "s": True, "e": False, "t": False}
+    assert report["outputs"][0]["path"] == ["t", "e", "s"]
