@@ -108,6 +108,17 @@ def test_the_compile_flags_make_b_and_a_bf16_matmult_names_the_dot(tmp_path: Pat
     assert code == 2 and "not both" in out
 
 
+def test_bisect_of_a_pipeline_runs_its_whole_passes_in_every_test(tmp_path: Path) -> None:
+    """upcast-all-to-fp32 has no sites: it runs in each test, once first with no site rewritten."""
+    (tmp_path / "a.hlo").write_text(A.replace("f32", "bf16"))
+    passes = "upcast-all-to-fp32,neuron-int-matmul-downcast"
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", passes, "--json")
+    assert code == 0 and json.loads(out)["sites"] == [] and json.loads(out)["executions"] == 2, out
+    flags = "--auto-cast matmult --auto-cast-type bf16"
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--neuron-cc-flags", flags)
+    assert code == 2 and "neuron-auto-cast rewrites the module as a whole" in out
+
+
 def test_a_snapshot_is_traced_on_its_recorded_arguments(jax_snapshots: dict[str, Path]) -> None:
     path = jax_snapshots["bf16_matmul"]
     code, out = invoke(path, "--passes", "all", "--json")
