@@ -4,6 +4,7 @@ that uses one puts this folder on the workers' path (`xla_workers.on_worker_path
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.ir.builder import Builder
@@ -17,11 +18,20 @@ class WrongAtSome(OpExpanderPass):
     subtracts."""
 
     name = "test-wrong-at-some"
+    matched: ClassVar[str] = "add"
     wrong: frozenset[str] = frozenset()
 
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
-        return instruction.opcode == "add"
+        return instruction.opcode == self.matched
 
     def expand(self, builder: Builder, instruction: Instruction, shapes: ShapeResolver) -> Instruction | None:
-        opcode = "subtract" if instruction.name in self.wrong else "add"
+        opcode = "subtract" if instruction.name in self.wrong else self.matched
         return builder.add(opcode, known_shape(shapes, instruction), instruction.operands)
+
+
+@dataclass(frozen=True)
+class WrongMultiplyAtSome(WrongAtSome):
+    """`WrongAtSome` for multiplies: a second pass, for bisecting a pipeline."""
+
+    name = "test-wrong-multiply-at-some"
+    matched: ClassVar[str] = "multiply"

@@ -2,7 +2,10 @@
 modules that capture values and recompute instructions on given operands.
 
 Only the entry computation's array-shaped instructions are traced: those are the values XLA can hand
-back as outputs. A pass rewrites ``%x`` into a group of instructions whose provenance is ``%x``
+back as outputs. A ``call`` (a fusion is one by then: `cpu_runnable`) whose computation nothing else
+calls is first inlined (`inlined`), so the instructions it calls are traced too; while bodies and
+conditionals' branches stay whole, traced by their caller's value only (a body's values are one per
+iteration, a branch's one per taken branch). A pass rewrites ``%x`` into a group of instructions whose provenance is ``%x``
 (operand converts, the op, a convert back); the one of them no other member uses is the one that
 stands for ``%x`` (`representatives`): the value the rest of the module reads in its place.
 """
@@ -129,6 +132,55 @@ def _without_alias(module: Module) -> None:
     module.entry_layout = None
     for key in _DROPPED_HEADER:
         module.attributes.pop(key, None)
+
+
+def inlined(module: Module) -> Module:
+    """A copy of `module` with each entry ``call`` whose computation no other instruction calls, and
+    which has no control edges, replaced by copies of that computation's instructions, as often as
+    calls come to the entry that way. The copies keep their names (unique module-wide, and the
+    computation leaves the module), so provenance and names match them as they match entry instructions."""
+    source = module.clone()
+    entry = source.entry
+    callers: dict[Computation, int] = {}
+    for instruction in source.instructions():
+        for callee in instruction.called_computations():
+            callers[callee] = callers.get(callee, 0) + 1
+    gone: set[Computation] = set()
+    pending = [i for i in entry.instructions if i.opcode == "call"]
+    while pending:
+        call = pending.pop()
+        (callee,) = call.called_computations()
+        if callers[callee] != 1 or callee.has_control_edges() or "control-predecessors" in call.attributes:
+            continue
+        copies: dict[Instruction, Instruction] = {}
+        for inner in callee.post_order():
+            if inner.opcode == "parameter":
+                assert inner.parameter_number is not None
+                copies[inner] = call.operands[inner.parameter_number]
+                continue
+            twin = Instruction(
+                inner.name,
+                inner.opcode,
+                inner.shape,
+                [copies[o] for o in inner.operands],
+                inner.attributes,
+                inner.literal,
+            )
+            entry.insert_before(call, twin)
+            copies[inner] = twin
+            if twin.opcode == "call":
+                pending.append(twin)
+        assert callee.root is not None
+        entry.replace_instruction(call, copies[callee.root])
+        gone.add(callee)
+    if not gone:
+        return source
+    result = Module(source.name)
+    result.attributes = dict(source.attributes)
+    for computation in source.computations:
+        if computation not in gone:
+            result.add_computation(computation)
+    return result
 
 
 def capture(module: Module, names: Sequence[str]) -> Module:

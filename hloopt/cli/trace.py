@@ -1,7 +1,7 @@
 """``hloopt trace``: which instruction makes B's numbers part from A's, and where a NaN or Inf starts.
 
-B is a second module (matched to A by instruction names), or A itself after ``--passes`` or under
-other ``--numerics`` (matched by the passes' provenance). XLA runs in one worker
+B is a second module (matched to A by instruction names), or A itself after ``--passes`` and the auto-cast
+of ``--neuron-cc-flags``, or under other ``--numerics`` (matched by the passes' provenance). XLA runs in one worker
 (`hloopt.xla.bridge.IsolatedPool`); this process reads, rewrites and prepares the modules.
 """
 
@@ -15,6 +15,7 @@ import click
 from hloopt.arrays.npz import load_arrays
 from hloopt.cast_engine import Numerics
 from hloopt.cli.execution import (
+    _auto_cast,
     _echo_warnings,
     _inputs,
     _inputs_option,
@@ -23,11 +24,11 @@ from hloopt.cli.execution import (
     _NumericsSides,
     _seed_option,
 )
-from hloopt.cli.main import reports_errors, timeout_option
+from hloopt.cli.main import neuron_cc_options, reports_errors, timeout_option
 from hloopt.errors import HloError
-from hloopt.passes.pipeline import plan
+from hloopt.passes.neuron_cc_flags import Compiler
 from hloopt.support.tolerances import TRACE_TOP
-from hloopt.xla.bisecting import bisect_prepared, expander_of
+from hloopt.xla.bisecting import bisect_prepared
 from hloopt.xla.bridge import IsolatedPool
 from hloopt.xla.timeouts import limit
 from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
@@ -58,11 +59,13 @@ from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
 @click.option(
     "--bisect",
     is_flag=True,
-    help="With --passes naming one pass: the smallest set of its rewrite sites that moves the outputs.",
+    help="With --passes (or --neuron-cc-flags): the smallest set of the pipeline's rewrite sites, each a pass "
+    "and an instruction, that moves the outputs.",
 )
 @click.option("--top", default=TRACE_TOP, show_default=True, help="How many instructions to list by local error.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON (docs/trace-json.md).")
 @_max_bytes_option
+@neuron_cc_options("B (A after them, without B)")
 @timeout_option("reading a .pb or .mlir A or B, and the whole trace")
 @reports_errors
 def trace_command(
@@ -78,17 +81,22 @@ def trace_command(
     top: int,
     as_json: bool,
     max_bytes: int,
+    neuron_cc_flags: str | None,
+    neuron_compiler: Compiler | None,
     timeout: float,
 ) -> None:
     """Run A and B on the same inputs with every instruction's value captured; name the first instruction
     whose own (local) error is over tolerance, the largest by op_name scope, and each output's path back
     to where its error entered. Exit 0 none over, 1 one is (or --nan found one), 2 on an error.
 
-    Without B, B is A after --passes, or under the second of --numerics A,B. With --nan, the module traced
+    Without B, B is A after --passes and the auto-cast of --neuron-cc-flags, or under the second of
+    --numerics A,B. With --nan, the module traced
     is B when there is one, else A. An XLA snapshot (*.snapshot.*.pb) is run on its recorded arguments.
     """
-    if b_path is not None and passes:
-        raise click.UsageError("B is given, or made from A by --passes: not both")
+    auto_cast = _auto_cast(neuron_cc_flags, neuron_compiler)
+    if b_path is not None and (passes or auto_cast):
+        raise click.UsageError("B is given, or made from A by --passes or --neuron-cc-flags: not both")
+    passes = ",".join(spec for spec in (passes, auto_cast) if spec) or None  # run in registry order, as compare
     if bisect:
         _bisect(a_path, passes, numerics[1], inputs_path, seed, max_bytes, timeout, as_json)
     with IsolatedPool(1) as pool:
@@ -133,15 +141,13 @@ def _bisect(
     as_json: bool,
 ) -> None:
     """``--bisect``: the report, then exit 0 when no site moves the outputs, 1 when some do."""
-    planned = plan(passes, numerics) if passes else []
-    if len(planned) != 1:
-        raise click.UsageError("--bisect needs --passes naming one pass")
-    expander = expander_of(planned[0].hlo_pass)
+    if not passes:
+        raise click.UsageError("--bisect needs --passes or --neuron-cc-flags: the pipeline whose sites it searches")
     with IsolatedPool(1) as pool:
         pool.start(1)
         a = _modules(a_path, False, timeout, pool)[0]
         inputs = _inputs(None if inputs_path is None else load_arrays(inputs_path), a)
-        args = (a.text, a_path, expander, numerics, inputs, seed, max_bytes)
+        args = (a.text, a_path, passes, numerics, inputs, seed, max_bytes)
         (result,) = pool.map(bisect_prepared, [args], timeout=limit(timeout), labels=[a_path])
     if isinstance(result, HloError):
         raise result

@@ -67,13 +67,14 @@ def side(text: str, numerics: Numerics, label: str, passes: str | None = None, *
     from hloopt.text.parser import parse
 
     written = parse(text, label)
-    names = [instruction.name for instruction in written.entry.instructions]
+    names = [instruction.name for instruction in written.instructions()]  # a called one is traced once inlined
     rewritten: dict[str, str] = {}
     if passes:
         rewritten = run_pipeline(written, passes, numerics).provenance
         text = written.to_text()
     prepared, provenance = prepared_with_provenance(text, numerics, label, located=located and not passes)
-    ran = parse(prepared.text, label)
+    ran = graph.inlined(parse(prepared.text, label))
+    prepared = Prepared(ran.to_text(), prepared.warnings)
     composed: dict[str, str] = {}
     for instruction in ran.entry.instructions:
         step = provenance.get(instruction.name, instruction.name)

@@ -75,3 +75,67 @@ def test_a_module_reading_float_bits_has_no_f64_twin() -> None:
     text = TEXT.replace("w = f32[4] convert(m)", "w = f32[4] convert(m)\n  b = s32[4] bitcast-convert(w)")
     with pytest.raises(HloError, match="reads float bits"):
         graph.widened(parse(text, "m"))
+
+
+NESTED = """HloModule n
+add {
+  l = f32[] parameter(0)
+  r = f32[] parameter(1)
+  ROOT sum = f32[] add(l, r)
+}
+deep {
+  d = f32[4] parameter(0)
+  ROOT dn = f32[4] negate(d)
+}
+inner {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  s = f32[4] multiply(a, b)
+  ROOT e = f32[4] call(s), to_apply=deep
+}
+twice {
+  p = f32[4] parameter(0)
+  ROOT q = f32[4] abs(p)
+}
+cond {
+  cp = (s32[], f32[4]) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=0
+  ten = s32[] constant(10)
+  ROOT lt = pred[] compare(ci, ten), direction=LT
+}
+body {
+  bp = (s32[], f32[4]) parameter(0)
+  bi = s32[] get-tuple-element(bp), index=0
+  bv = f32[4] get-tuple-element(bp), index=1
+  one = s32[] constant(1)
+  bn = s32[] add(bi, one)
+  bw = f32[4] exponential(bv)
+  ROOT bt = (s32[], f32[4]) tuple(bn, bw)
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  k = f32[4] constant({1, 2, 3, 4})
+  c = f32[4] call(x, k), to_apply=inner
+  t1 = f32[4] call(c), to_apply=twice
+  t2 = f32[4] call(t1), to_apply=twice
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, t2)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  wv = f32[4] get-tuple-element(w), index=1
+  r = f32[] constant(0)
+  ROOT red = f32[] reduce(wv, r), dimensions={0}, to_apply=add
+}
+"""
+
+
+def test_inlined_takes_in_calls_called_once_nested_too_and_nothing_else() -> None:
+    """Calls whose computation only they call come into the entry (and calls inside those); a
+    computation called twice, a while's body and condition, and a reduce's computation stay."""
+    module = parse(NESTED, "n")
+    flat = graph.inlined(module)
+    names = [i.name for i in flat.entry.post_order()]
+    assert names[:5] == ["x", "k", "s", "dn", "t1"] and "c" not in names and "e" not in names
+    assert {c.name for c in flat.computations} == {"add", "twice", "cond", "body", "main"}
+    assert [i.opcode for i in flat.entry.instructions if i.opcode in ("call", "while")] == ["call", "call", "while"]
+    assert module.to_text() == parse(NESTED, "n").to_text()  # the input is left as it was
+    parse(flat.to_text(), "n")  # and the copy reads back

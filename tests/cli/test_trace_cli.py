@@ -63,10 +63,10 @@ def test_an_invalid_module_is_an_error_with_exit_2(tmp_path: Path) -> None:
     assert code == 2 and "a.hlo:" in out and "Traceback" not in out
 
 
-def test_bisect_needs_one_expander_pass(tmp_path: Path) -> None:
+def test_bisect_needs_a_pipeline_with_an_expander_pass(tmp_path: Path) -> None:
     (tmp_path / "a.hlo").write_text(A)
     code, out = invoke(tmp_path / "a.hlo", "--bisect")
-    assert code == 2 and "--bisect needs --passes naming one pass" in out
+    assert code == 2 and "--bisect needs --passes or --neuron-cc-flags" in out
     code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", "upcast-all-to-fp32")
     assert code == 2 and "rewrites instruction by instruction" in out
 
@@ -79,7 +79,44 @@ def test_bisect_of_a_pass_that_keeps_the_numbers(tmp_path: Path) -> None:
     )
     code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", "fold-constant-converts", "--json")
     report = json.loads(out)
-    assert code == 0 and report["sites"] == ["kc"] and report["culprits"] == [] and report["executions"] == 2
+    assert report["schema"] == "hloopt-bisect/2" and report["culprits"] == [] and report["executions"] == 2
+    assert code == 0 and report["sites"] == [{"pass": "fold-constant-converts", "instruction": "kc"}]
+
+
+MATMUL = """HloModule mm
+ENTRY main {
+  x = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  d = f32[8,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[8,4] tanh(d)
+}
+"""
+
+
+def test_the_compile_flags_make_b_and_a_bf16_matmult_names_the_dot(tmp_path: Path) -> None:
+    """B is A under neuronx-cc's flags: the auto-cast rounds the dot's operands to bf16, so the dot is where
+    the error enters (a local source) and tanh only passes it on."""
+    (tmp_path / "a.hlo").write_text(MATMUL)
+    flags = "--auto-cast matmult --auto-cast-type bf16"
+    code, out = invoke(tmp_path / "a.hlo", "--neuron-cc-flags", flags, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["first"] == "d" and report["matched_by"] == "provenance", out
+    over = {row["a"]: row["local_over_tolerance"] for row in report["instructions"]}
+    assert over["d"] and not over["t"]
+    assert report["outputs"][0]["path"] == ["t", "d"]
+    code, out = invoke(tmp_path / "a.hlo", tmp_path / "a.hlo", "--neuron-cc-flags", flags)
+    assert code == 2 and "not both" in out
+
+
+def test_bisect_of_a_pipeline_runs_its_whole_passes_in_every_test(tmp_path: Path) -> None:
+    """upcast-all-to-fp32 has no sites: it runs in each test, once first with no site rewritten."""
+    (tmp_path / "a.hlo").write_text(A.replace("f32", "bf16"))
+    passes = "upcast-all-to-fp32,neuron-int-matmul-downcast"
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--passes", passes, "--json")
+    assert code == 0 and json.loads(out)["sites"] == [] and json.loads(out)["executions"] == 2, out
+    flags = "--auto-cast matmult --auto-cast-type bf16"
+    code, out = invoke(tmp_path / "a.hlo", "--bisect", "--neuron-cc-flags", flags)
+    assert code == 2 and "neuron-auto-cast rewrites the module as a whole" in out
 
 
 def test_a_snapshot_is_traced_on_its_recorded_arguments(jax_snapshots: dict[str, Path]) -> None:
@@ -90,3 +127,31 @@ def test_a_snapshot_is_traced_on_its_recorded_arguments(jax_snapshots: dict[str,
     # The snapshot's arguments, not random inputs: another --seed traces the same values.
     _, again = invoke(path, "--passes", "all", "--json", "--seed", "7")
     assert json.loads(again)["instructions"] == report["instructions"]
+
+
+CALLING = """HloModule m
+inner {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  s = f32[4] multiply(a, b)
+  ROOT e = f32[4] exponential(s)
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  k = f32[4] constant({1, 2, 3, 4})
+  c = f32[4] call(x, k), to_apply=inner
+  ROOT t = f32[4] tanh(c)
+}
+"""
+
+
+def test_instructions_inside_a_call_are_traced(tmp_path: Path) -> None:
+    """The call is inlined for capture: a wrong instruction inside it is named, not the call."""
+    (tmp_path / "a.hlo").write_text(CALLING)
+    (tmp_path / "b.hlo").write_text(CALLING.replace("multiply(a, b)", "subtract(a, b)"))
+    code, out = invoke(tmp_path / "a.hlo", tmp_path / "b.hlo", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["first"] == "s", out
+    over = {row["a"]: row["local_over_tolerance"] for row in report["instructions"]}
+    assert over == {"x": False, "k": False, "s": True, "e": False, "t": False}
+    assert report["outputs"][0]["path"] == ["t", "e", "s"]
