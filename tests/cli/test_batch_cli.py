@@ -80,6 +80,7 @@ def test_directory_mirrors_tree_reports_and_summarises(tree: Path, tmp_path: Pat
     assert all(m["seconds"] >= 0 for m in modules.values())
 
 
+@pytest.mark.slow
 def test_batch_output_equals_single_file_runs(tree: Path, tmp_path: Path) -> None:
     (tree / "deep" / "er" / "bad.hlo").unlink()
     out = tmp_path / "out"

@@ -105,6 +105,7 @@ def test_exec_saves_and_replays_inputs_and_outputs(files: Path) -> None:
     assert code == 0 and replay == first
 
 
+@pytest.mark.slow
 def test_compare_exit_codes_and_json(files: Path) -> None:
     code, out, _ = invoke(compare_command, files / "a.hlo", files / "renamed.hlo")
     assert code == 0 and out.splitlines()[-1].startswith("all outputs within tolerance")

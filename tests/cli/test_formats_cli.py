@@ -172,6 +172,7 @@ def test_a_directory_s_outputs_are_named_for_the_format_written(
     assert again.exit_code == 0, again.stderr
 
 
+@pytest.mark.slow
 def test_bytecode_is_written_as_mlir_text_named_mlir(
     tmp_path: Path, proto: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,6 +74,7 @@ def test_every_command_that_reads_a_module_reads_stablehlo(
         assert "sine(" in result.stdout
 
 
+@pytest.mark.slow
 def test_stdin_and_a_directory_member(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()

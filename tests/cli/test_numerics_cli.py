@@ -91,6 +91,7 @@ def test_bad_values_exit_2_with_a_clear_message(modules: Path, args: list[str], 
     assert message in err, err
 
 
+@pytest.mark.slow
 def test_run_verify_numerics_runs_both_sides_with_the_device_numerics(modules: Path) -> None:
     """Upcasting the fp8 MLP removes its fp8 quantisation: in XLA numerics the input gave NaN, on the device 448."""
     base = ["run", modules / "fp8_mlp.hlo", "--passes", "all", "--verify-numerics", "-o", modules / "out.hlo"]

@@ -198,6 +198,7 @@ def test_check_passes_on_a_canonical_module(project: Path, offline: dict[str, st
     assert "hloopt check (canonical HLO text)" in done.stdout and "Passed" in done.stdout
 
 
+@pytest.mark.slow
 def test_format_rewrites_to_what_hloopt_run_prints_and_then_check_passes(
     project: Path, offline: dict[str, str], canonical: dict[str, str]
 ) -> None:

@@ -258,6 +258,7 @@ def test_exec_prints_a_block_per_chunk(tmp_path: Path) -> None:
     assert refused.exit_code == 2 and "do not go with --split-input-file" in refused.stderr
 
 
+@pytest.mark.slow
 def test_compare_goes_chunk_by_chunk(tmp_path: Path) -> None:
     a, b = tmp_path / "a.hlo", tmp_path / "b.hlo"
     moved = BF16.replace("ROOT n = bf16[2] negate(p)", "n = bf16[2] negate(p)\n  ROOT m = bf16[2] multiply(n, n)")

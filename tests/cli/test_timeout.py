@@ -114,6 +114,7 @@ def test_a_pool_goes_on_after_a_timeout() -> None:
     assert negated.tolist() == [-1, -1]
 
 
+@pytest.mark.slow
 def test_zero_is_no_limit_and_a_negative_timeout_is_refused(tmp_path: Path) -> None:
     assert limit(0) is None and limit(None) is None and limit(2.5) == 2.5
     with pytest.raises(HloError, match="not -1"):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from hloopt.cli.trace import trace_command
@@ -119,6 +120,7 @@ def test_bisect_of_a_pipeline_runs_its_whole_passes_in_every_test(tmp_path: Path
     assert code == 2 and "neuron-auto-cast rewrites the module as a whole" in out
 
 
+@pytest.mark.slow
 def test_a_snapshot_is_traced_on_its_recorded_arguments(jax_snapshots: dict[str, Path]) -> None:
     path = jax_snapshots["bf16_matmul"]
     code, out = invoke(path, "--passes", "all", "--json")

@@ -211,6 +211,7 @@ def test_a_batch_worker_s_xla_processes_end_with_it() -> None:
     assert not alive(started)
 
 
+@pytest.mark.slow
 def test_verify_numerics_over_a_directory(tmp_path: Path) -> None:
     """Changed modules are run before and after through XLA; the report holds each comparison.
 

@@ -79,6 +79,7 @@ def test_an_xla_dump_folder_as_it_is(tmp_path: Path, flags: tuple[str, ...]) -> 
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == processed
 
 
+@pytest.mark.slow
 def test_files_that_are_not_modules_are_known_by_their_content(tmp_path: Path) -> None:
     """Renamed, XLA's reports and jax's options are still skipped; a broken module is still a failure."""
     dump = xla_dump(tmp_path / "dump", "--xla_dump_hlo_as_proto", "--xla_dump_hlo_as_text")

@@ -62,6 +62,7 @@ def without_times(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_the_merged_shards_are_the_whole_run(tree: Path, tmp_path: Path) -> None:
     whole = invoke("run", tree, *RUN, "--report", tmp_path / "whole.json")
     merged = invoke("report", "merge", *shards(tree, 3), "-o", tmp_path / "merged.json")

@@ -104,6 +104,7 @@ def test_every_case_calls_lapack(modules: dict[str, str]) -> None:
         assert 'custom_call_target="lapack_' in text or "tridiagonal" in name, name
 
 
+@pytest.mark.slow
 def test_hloopt_execute_runs_them_like_jax_jit(modules: dict[str, str]) -> None:
     with IsolatedPool(1) as pool:
         for name, text in modules.items():

@@ -89,6 +89,7 @@ def test_modules_without_converts_are_bit_identical_under_both() -> None:
     assert report.bit_identical and report.warnings == ()
 
 
+@pytest.mark.slow
 def test_unsupported_converts_are_warned_once() -> None:
     report = compare(FROM_F64, FROM_F64, numerics="neuron")
     assert report.bit_identical  # f64 -> f32 keeps XLA's convert

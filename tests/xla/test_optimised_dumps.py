@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import jaxlib._hlo as hlo
 import numpy as np
+import pytest
 
 from hloopt.errors import HloError
 from hloopt.passes.cpu_runnable import cpu_runnable
@@ -175,6 +176,7 @@ def _same(outputs: object, expected: list[np.ndarray]) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_optimised_modules_run_on_the_cpu_and_give_jax_s_results() -> None:
     cases: list[tuple[str, str, str, list[np.ndarray], list[np.ndarray]]] = []
     for name, make in PROGRAMS.items():
