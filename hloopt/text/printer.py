@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import NamedTuple
 
 from hloopt.ir.async_form import printed_as_sugar, sugared
 from hloopt.ir.attribute_values import is_true
@@ -147,52 +146,36 @@ def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> s
 
 def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
     """One instruction line, without indentation."""
-    spelling = _spelling(instruction)
-    line = _head(instruction, is_root, shape_texts, spelling.opcode)
-    if instruction.literal is not None:
-        line += instruction.literal.text
-    elif instruction.parameter_number is not None:
-        line += str(instruction.parameter_number)
-    else:
-        line += _operand_list(instruction.operands)
-    return line + _tail(spelling)
+    head, tail = _head_and_tail(instruction, is_root, shape_texts)
+    literal = instruction.literal
+    if literal is not None:
+        return head + literal.text + tail
+    if instruction.parameter_number is not None:
+        return head + str(instruction.parameter_number) + tail
+    return head + _operand_list(instruction.operands) + tail if instruction.operands else head + tail
 
 
-class _Spelling(NamedTuple):
-    """How an instruction is written: an async op read as sugar is sugar again while it can be."""
-
-    opcode: str
-    attributes: dict[str, AttributeValue]
-    written_order: bool
-
-
-def _spelling(instruction: Instruction) -> _Spelling:
-    if instruction.opcode.startswith("async-") and (sugar := sugared(instruction)) is not None:
-        return _Spelling(*sugar)
-    return _Spelling(instruction.opcode, instruction.attributes, instruction.written_order)
-
-
-def _head(instruction: Instruction, is_root: bool, shape_texts: _ShapeTexts | None, opcode: str) -> str:
-    """An instruction line up to its `(`."""
+def _head_and_tail(instruction: Instruction, is_root: bool, shape_texts: _ShapeTexts | None) -> tuple[str, str]:
+    """An instruction line up to its `(`, and from the `)` of its operands (or literal) on: an async op read as
+    sugar is spelled as sugar again while it can be."""
+    opcode, attributes, written_order = instruction.opcode, instruction.attributes, instruction.written_order
+    if opcode.startswith("async-") and (sugar := sugared(instruction)) is not None:
+        opcode, attributes, written_order = sugar
     shape = instruction.shape
-    head = "ROOT %" if is_root else "%"
+    name = f"ROOT %{instruction.name}" if is_root else f"%{instruction.name}"
     if shape is not None:
-        return f"{head}{instruction.name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {opcode}("
-    return f"{head}{instruction.name} = {opcode}("
+        head = f"{name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {opcode}("
+    else:
+        head = f"{name} = {opcode}("
+    return head, _tail(opcode, attributes, written_order) if attributes else ")"
 
 
-def _tail(spelling: _Spelling) -> str:
+def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool) -> str:
     """An instruction line from the `)` of its operands (or literal) on."""
-    written = spelling.attributes
-    if not written:
-        return ")"
-    items = (
-        written.items()
-        if spelling.written_order
-        else [(key, written[key]) for key in xla_attribute_order(spelling.opcode, written)]
+    items = written.items() if written_order else [(key, written[key]) for key in xla_attribute_order(opcode, written)]
+    return ")" + "".join(
+        [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
     )
-    attributes = [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
-    return ")" + "".join(attributes)
 
 
 def _signature(computation: Computation, texts: _ShapeTexts) -> str:
@@ -227,11 +210,11 @@ def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bo
     for instruction in _instruction_order(computation):
         literal = instruction.literal
         if stream and literal is not None and literal.is_large:
-            spelling = _spelling(instruction)
-            lines.append("  " + _head(instruction, instruction is root, texts, spelling.opcode))
+            head, tail = _head_and_tail(instruction, instruction is root, texts)
+            lines.append("  " + head)
             yield "\n".join(lines)
             yield from literal.text_pieces()
-            lines = [_tail(spelling)]  # the rest of the literal's line, joined to the lines after it
+            lines = [tail]  # the rest of the literal's line, joined to the lines after it
         else:
             lines.append("  " + print_instruction(instruction, instruction is root, texts))
     closing = "}"
