@@ -235,6 +235,8 @@ def convert_chain(builder: Builder, value: Instruction, source: Shape, target: S
     Tuples are taken apart element by element (get-tuple-element, convert, tuple) at any depth;
     an element whose shape already matches passes through as its get-tuple-element.
     """
+    if not isinstance(source, TupleShape):  # one array: one convert (the common case, kept cheap)
+        return builder.convert(value, target)
     root = (value, source, target)
 
     def take(part: Instruction, index: int, s: Shape, t: Shape) -> tuple[Instruction, Shape, Shape]:
