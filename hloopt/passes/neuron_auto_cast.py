@@ -225,7 +225,7 @@ class NeuronAutoCast(HloPass):
         provenance: list[tuple[str, str]] = []
         storage = STORAGE[self.type]
         if self.mode == "matmult":
-            provenance += _cast_matmul_operands(changing, storage)
+            provenance += _cast_matmul_operands(changing, storage, ShapeResolver(module))
         elif self.mode == "all" and storage is not None:
             provenance += _cast_all(module, plan, inherited, storage) + _engines_in_f32(plan, storage)
         elif self.mode == "all":
@@ -268,7 +268,9 @@ def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage
     return result
 
 
-def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | None) -> list[tuple[str, str]]:
+def _cast_matmul_operands(
+    changing: dict[Instruction, Decision], storage: str | None, shapes: ShapeResolver
+) -> list[tuple[str, str]]:
     """Each cast dot's and convolution's two operands cast (one cast per operand and computation) and read back
     as F32: XLA's CPU refuses some bf16 × bf16 → f32 dots (DotThunk), and widening is exact, so the products
     and the f32 sum are those of the narrow operands."""
@@ -279,7 +281,7 @@ def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | 
             continue
         for operand in dict.fromkeys(instruction.operands[:2]):
             if operand not in made:
-                shape = operand.shape
+                shape = shapes(operand)  # the text may leave it out
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
                 builder = Builder.after(operand)  # before every user, whichever comes first
                 narrow = _cast_value(builder, operand, shape, storage)
