@@ -30,7 +30,7 @@ from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import FLOAT_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
-from hloopt.ir.opcodes import ROWS, Elementwise
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, ROWS, Elementwise
 from hloopt.ir.shape import ArrayShape, Shape, leaf_shapes
 from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
@@ -131,7 +131,11 @@ def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, De
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
     for computation in reversed(module.computations):
-        inherited[computation] = _inherited(callers.get(computation, []), plan, inherited)
+        found = callers.get(computation, [])
+        if options.mode == "all" and any(c.opcode in ASYNC_WRAPPERS or _wrapped(c.parent, inherited) for c in found):
+            inherited[computation] = _NOT_COVERED  # an async op's computation (and what it calls) keeps its types
+        else:
+            inherited[computation] = _inherited(found, plan, inherited)
         for instruction in computation.instructions:
             if instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
@@ -153,6 +157,13 @@ def _inherited(
     if all(d.accumulate_f32 for d in decisions):
         return Decision(accumulate_f32=True)
     return None
+
+
+def _wrapped(computation: Computation | None, inherited: Inheritance) -> bool:
+    """Whether `computation` keeps its types under ``all`` because an async op calls it (or what it is called from):
+    its callers' async shapes would have to change with it, and the printer spells such a computation as sugar."""
+    decision = inherited.get(computation) if computation is not None else None
+    return decision is not None and decision.reason == "not-covered"
 
 
 def _from_parent(caller: Instruction, inherited: Inheritance) -> Decision | None:
@@ -300,9 +311,11 @@ def _cast_all(
 
     def pinned(instruction: Instruction) -> bool:
         decision = plan.get(instruction)
-        return decision is not None and (
-            decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
-        )
+        if decision is None:  # a caller of a computation that keeps its types keeps its own, and so does its -done
+            if instruction.opcode in ("async-update", "async-done") and instruction.operands:
+                return pinned(instruction.operands[0])
+            return instruction.opcode in _CALLING and any(_wrapped(c, inherited) for c in instruction.called_computations())
+        return decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
 
     def to_storage(shape: ArrayShape) -> ArrayShape:
         return packed_size_dropped(shape, storage)

@@ -379,3 +379,47 @@ def test_mixed_precision_dot_rounds_once() -> None:
     exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)  # exact in f32: small sixteenths
     want = cast(exact, "float32", "bfloat16", profile="neuron")
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_matmult_reads_operand_shapes_the_text_left_out() -> None:
+    text = hlo("""
+        HloModule inferred
+
+        ENTRY main {
+          a = f32[4,4]{1,0} parameter(0)
+          t = (f32[4,4]{1,0}, f32[4,4]{1,0}) tuple(a, a)
+          g = get-tuple-element(t), index=0
+          ROOT d = f32[4,4]{1,0} dot(g, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+        }
+    """)
+    out = passes_text(text, "neuron-auto-cast")
+    assert "bf16[4,4]{1,0} convert(%g)" in out and 'auto_cast="bf16"' in out
+
+
+ASYNC = hlo("""
+    HloModule wrapped
+
+    %async_builder {
+      %p0 = f32[10] parameter(0)
+      ROOT %foo = f32[10] negate(%p0)
+    }, execution_thread="parallel_thread"
+
+    ENTRY %main (p0: f32[10]) -> f32[10] {
+      %p0 = f32[10] parameter(0)
+      %e = f32[10] exponential(%p0)
+      %start = ((f32[10]), f32[10], s32[]) async-start(%e), async_execution_thread="parallel_thread", calls=%async_builder
+      %done = f32[10] async-done(%start), async_execution_thread="parallel_thread", calls=%async_builder
+      ROOT %r = f32[10] add(%done, %done)
+    }
+""")
+
+
+def test_all_mode_keeps_an_async_computation_and_its_ops_types() -> None:
+    """An async op's computation is `not-covered` under ``all``: its callers' shapes and the sugar would have to
+    change with it; the ops around it are cast, with converts at the async op's edges."""
+    module = parse(ASYNC)
+    plan = by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))
+    assert plan["foo"] == Decision(reason="not-covered") and plan["e"].cast == plan["r"].cast == "bf16"
+    out = passes_text(ASYNC, "neuron-auto-cast{mode=all}")
+    assert "((f32[10]{0}), f32[10]{0}, s32[]) async-start(" in out and "f32[10]{0} negate(%p0)" in out
+    assert passes_text(out, "neuron-auto-cast{mode=all}") == out
