@@ -238,7 +238,7 @@ class NeuronAutoCast(HloPass):
         if self.mode == "matmult":
             provenance += _cast_matmul_operands(changing, storage, ShapeResolver(module))
         elif self.mode == "all" and storage is not None:
-            provenance += _cast_all(module, plan, inherited, storage) + _engines_in_f32(plan, storage)
+            provenance += _cast_all(module, plan, inherited, storage) + _engines_in_f32(module, plan, storage)
         elif self.mode == "all":
             provenance += _round_all(module, plan)
         provenance += _accumulate_in_f32(module, plan, inherited)
@@ -409,31 +409,36 @@ def _accumulate_in_f32(
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
     for instruction in ops:  # a dot's narrow operands too: XLA's CPU refuses some bf16 × bf16 → f32 dots
-        provenance += _in_f32(instruction, WIDEN, made)
+        provenance += _in_f32(instruction, WIDEN, made, shapes)
     _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
     return provenance + reducer_provenance
 
 
-def _engines_in_f32(plan: dict[Instruction, Decision], storage: str) -> list[tuple[str, str]]:
+def _engines_in_f32(module: Module, plan: dict[Instruction, Decision], storage: str) -> list[tuple[str, str]]:
     """``all`` mode: each cast op but an accumulation reads its operands widened to F32, computes in F32 and
     rounds its result to the cast type once, as the scalar and vector engines do ("compute internally in FP32
     and cast on input and output"); each rounding is then a convert, the device's cast under
     emulate-neuron-converts (XLA's own rounding inside a bf16 op is XLA's convert: f8e4m3 overflows to Inf)."""
     widen = Retyping(frozenset({storage}), _to_f32, "neuron")
+    shapes = ShapeResolver(module)  # after the retyping
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
     for instruction, decision in plan.items():
         if decision.cast is not None and instruction.opcode not in ACCUMULATING:
-            provenance += _in_f32(instruction, widen, made)
+            provenance += _in_f32(instruction, widen, made, shapes)
     return provenance
 
 
-def _in_f32(instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction]) -> list[tuple[str, str]]:
+def _in_f32(
+    instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction], shapes: ShapeResolver
+) -> list[tuple[str, str]]:
     """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`), its result
-    F32 and converted back to the narrow type once for its users."""
+    F32 and converted back to the narrow type once for its users. Shapes the text left out are inferred (the
+    result's before its operands change), and the result's new shape is then written out."""
     provenance: list[tuple[str, str]] = []
+    result_shape = shapes(instruction)
     for operand in dict.fromkeys(instruction.operands):
-        shape = operand.shape
+        shape = shapes(operand)
         if shape is None or not widen.changes(shape):
             continue
         if operand not in made:
@@ -441,7 +446,7 @@ def _in_f32(instruction: Instruction, widen: Retyping, made: dict[Instruction, I
             made[operand] = convert_chain(builder, operand, shape, widen.shape(shape))
             provenance += provenance_of(instruction, builder.created)
         instruction.replace_operand(operand, made[operand])
-    shape = instruction.shape
+    shape = result_shape
     if shape is not None and widen.changes(shape):
         instruction.set_shape(widen.shape(shape))
         builder = Builder.after(instruction)
