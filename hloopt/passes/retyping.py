@@ -214,7 +214,8 @@ def _cast_array(array: np.ndarray, shape: ArrayShape, target: ArrayShape, retypi
     """The values of an array of `shape` as the policy's cast rules give them in `target`'s type."""
     if shape.element_type not in retyping.types:
         return array
-    return cast(np.ascontiguousarray(array), shape.element_type, target.element_type, profile=retyping.numerics)
+    converted = cast(np.ascontiguousarray(array), shape.element_type, target.element_type, profile=retyping.numerics)
+    return converted.reshape(array.shape)  # the engine gives a scalar back as one element
 
 
 def _cast_value(value: LiteralValue, shape: Shape, retyping: Retyping) -> LiteralValue:
