@@ -428,6 +428,15 @@ def test_all_mode_keeps_an_async_computation_and_its_ops_types() -> None:
 def test_a_tuple_of_scalar_constants_is_retyped_as_scalars() -> None:
     """The cast engine gives a scalar back as one element; the retyped literal stays a pair of scalars (it read
     back as ``( {1}, {10} )``, which XLA refuses), under auto-cast's ``all`` and under upcast-all-to-fp32 alike."""
-    f32 = "HloModule t\n\nENTRY main {\n  ROOT c = (f32[], f32[]) constant((1, 10))\n}\n"
+    f32 = hlo("""
+        HloModule t
+
+        ENTRY main {
+          c = (f32[], f32[]) constant((1, 10))
+          a = f32[] get-tuple-element(c), index=0
+          b = f32[] get-tuple-element(c), index=1
+          ROOT s = f32[] add(a, b)
+        }
+    """)
     assert "(bf16[], bf16[]) constant(( 1, 10 ))" in passes_text(f32, "neuron-auto-cast{mode=all}")
     assert "(f32[], f32[]) constant(( 1, 10 ))" in passes_text(f32.replace("f32", "bf16"), "upcast-all-to-fp32")
