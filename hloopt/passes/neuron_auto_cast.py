@@ -31,7 +31,7 @@ from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import FLOAT_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_WRAPPERS, ROWS, Elementwise
-from hloopt.ir.shape import ArrayShape, Shape, leaf_shapes
+from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
 from hloopt.passes.retyping import (
@@ -130,9 +130,14 @@ def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, De
     free = _free_reducers(callers)
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
+    # A buffer (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write: under ``all`` a
+    # module that holds one keeps its types (every op not-covered) rather than be refused.
+    kept = options.mode == "all" and any(holds_buffer(i.shape) for i in module.instructions())
     for computation in reversed(module.computations):
         found = callers.get(computation, [])
-        if options.mode == "all" and any(c.opcode in ASYNC_WRAPPERS or _wrapped(c.parent, inherited) for c in found):
+        if kept or (
+            options.mode == "all" and any(c.opcode in ASYNC_WRAPPERS or _wrapped(c.parent, inherited) for c in found)
+        ):
             inherited[computation] = _NOT_COVERED  # an async op's computation (and what it calls) keeps its types
         else:
             inherited[computation] = _inherited(found, plan, inherited)
@@ -204,6 +209,13 @@ def _decide(
     if accumulates and result and result <= LOW_PRECISION:
         return _ACCUMULATING
     return _NOT_COVERED
+
+
+def holds_buffer(shape: Shape | None) -> bool:
+    """Whether `shape` is or holds a ``b(…)`` buffer."""
+    if isinstance(shape, TupleShape):
+        return any(holds_buffer(element) for element in shape.elements)
+    return isinstance(shape, BufferShape)
 
 
 def _free_reducers(callers: dict[Computation, list[Instruction]]) -> set[Computation]:

@@ -440,3 +440,20 @@ def test_a_tuple_of_scalar_constants_is_retyped_as_scalars() -> None:
     """)
     assert "(bf16[], bf16[]) constant(( 1, 10 ))" in passes_text(f32, "neuron-auto-cast{mode=all}")
     assert "(f32[], f32[]) constant(( 1, 10 ))" in passes_text(f32.replace("f32", "bf16"), "upcast-all-to-fp32")
+
+
+def test_all_mode_keeps_a_module_holding_a_buffer() -> None:
+    """A ``b(…)`` buffer cannot be converted: the module keeps its types (`not-covered`), it is not refused."""
+    text = hlo("""
+        HloModule pinned
+
+        ENTRY main {
+          p0 = f32[32] parameter(0)
+          e = f32[32] exponential(p0)
+          a = b(f32[32]) custom-call(e), custom_call_target="Pin", output_to_operand_aliasing={{}: (0, {})}
+          ROOT c = f32[32] custom-call(a), custom_call_target="Unpin", output_to_operand_aliasing={{}: (0, {})}
+        }
+    """)
+    module = parse(text)
+    assert by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))["e"] == Decision(reason="not-covered")
+    assert passes_text(text, "neuron-auto-cast{mode=all}") == parse(text).to_text()
