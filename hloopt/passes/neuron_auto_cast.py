@@ -130,9 +130,10 @@ def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, De
     free = _free_reducers(callers)
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
-    # A buffer (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write: under ``all`` a
-    # module that holds one keeps its types (every op not-covered) rather than be refused.
-    kept = options.mode == "all" and any(holds_buffer(i.shape) for i in module.instructions())
+    # A buffer (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write, and a shape the
+    # text left out that hloopt cannot infer (a while's, say) cannot be retyped: under ``all`` a module that
+    # holds either keeps its types (every op not-covered) rather than be refused.
+    kept = options.mode == "all" and any(holds_buffer(i.shape) or shapes(i) is None for i in module.instructions())
     for computation in reversed(module.computations):
         found = callers.get(computation, [])
         if kept or (

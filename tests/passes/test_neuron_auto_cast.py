@@ -457,3 +457,22 @@ def test_all_mode_keeps_a_module_holding_a_buffer() -> None:
     module = parse(text)
     assert by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))["e"] == Decision(reason="not-covered")
     assert passes_text(text, "neuron-auto-cast{mode=all}") == parse(text).to_text()
+
+
+def test_all_mode_keeps_a_module_with_a_shape_it_cannot_infer() -> None:
+    text = hlo("""
+        HloModule unshaped
+
+        max {
+          p0 = f32[] parameter(0)
+          p1 = f32[] parameter(1)
+          ROOT max = f32[] maximum(p0, p1)
+        }
+
+        ENTRY test {
+          p = f32[16,32] parameter(0)
+          constant = f32[] constant(-inf)
+          ROOT reduce-window = reduce-window(p, constant), window={size=1x1 pad=1_2x3_4}, to_apply=max
+        }
+    """)
+    assert passes_text(text, "neuron-auto-cast{mode=all}") == parse(text).to_text()
