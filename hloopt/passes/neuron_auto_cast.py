@@ -327,7 +327,9 @@ def _cast_all(
         if decision is None:  # a caller of a computation that keeps its types keeps its own, and so does its -done
             if instruction.opcode.endswith(("-update", "-done")) and instruction.operands:  # sugar -done too
                 return pinned(instruction.operands[0])
-            return instruction.opcode in _CALLING and any(_wrapped(c, inherited) for c in instruction.called_computations())
+            return instruction.opcode in _CALLING and any(
+                _wrapped(c, inherited) for c in instruction.called_computations()
+            )
         return decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
 
     def to_storage(shape: ArrayShape) -> ArrayShape:
