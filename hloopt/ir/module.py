@@ -182,7 +182,6 @@ class Computation:
     def __init__(self, name: str, is_entry: bool = False) -> None:
         self.name = name
         self.is_entry = is_entry
-        self.instructions: list[Instruction] = []
         self.root: Instruction | None = None
         #: Attributes after the closing brace (``execution_thread="..."``), verbatim.
         self.attributes: dict[str, str] = {}
@@ -195,10 +194,43 @@ class Computation:
         #: Whether any instruction has control predecessors; None until first asked. A rewrite of a
         #: computation without control edges then skips the scans for them (O(1), not O(n), per edit).
         self._control_edges: bool | None = None
-        #: Where instructions were last seen in `instructions`, trusted below `_positions_valid` (an insertion
-        #: or removal lowers it): a pass inserting next to many instructions finds each without a list scan.
-        self._positions: dict[Instruction, int] = {}
-        self._positions_valid = 0
+        self._listed: list[Instruction] = []
+        #: Insertions not yet spliced into the list: what goes just before / just after an instruction (the
+        #: latest insertion after it last). A pass inserting next to many instructions then costs one rebuild
+        #: of the list when it is next read, not a memmove of its tail per insertion.
+        self._before: dict[Instruction, list[Instruction]] = {}
+        self._after: dict[Instruction, list[Instruction]] = {}
+        #: Removed instructions not yet dropped from the list (dropped at the same rebuild).
+        self._removed: set[Instruction] = set()
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """The instructions in text order (definitions before uses, as inserted)."""
+        if self._before or self._after or self._removed:
+            self._splice()
+        return self._listed
+
+    def _splice(self) -> None:
+        """Rebuild the list once with the pending insertions and removals (iterative: runs nest)."""
+        before, after, removed = self._before, self._after, self._removed
+        listed: list[Instruction] = []
+        stack: list[Instruction | tuple[Instruction]] = list(reversed(self._listed))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, tuple):
+                if item[0] not in removed:
+                    listed.append(item[0])
+                continue
+            ahead, behind = before.pop(item, None), after.pop(item, None)
+            if ahead is None and behind is None:
+                if item not in removed:
+                    listed.append(item)
+                continue
+            stack.extend(behind or ())
+            stack.append((item,))
+            stack.extend(reversed(ahead or ()))
+        self._listed = listed
+        self._removed = set()
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name}>"
@@ -212,8 +244,10 @@ class Computation:
         return sorted(params, key=lambda p: p.parameter_number or 0)
 
     def append(self, instruction: Instruction) -> Instruction:
+        if instruction in self._removed:
+            self._splice()
         instruction.parent = self
-        self.instructions.append(instruction)
+        self._listed.append(instruction)
         self.edits += 1
         self.note_control_edges(instruction)
         return instruction
@@ -233,47 +267,30 @@ class Computation:
         self.root = instruction
         self.edits += 1
 
-    def insert_before(self, anchor: Instruction, instruction: Instruction, near: int | None = None) -> int:
-        """Add `instruction` just before `anchor`, so definitions still precede uses in text; its index.
+    def insert_before(self, anchor: Instruction, instruction: Instruction) -> None:
+        """Add `instruction` just before `anchor` (after what was inserted before it already), so definitions
+        still precede uses in text."""
+        self._pending(anchor, instruction, self._before).append(instruction)
 
-        `near` is where `anchor` probably is (a builder inserting a run passes the last
-        index back); it is checked before it is trusted, so a wrong guess only costs a search.
-        """
-        index = self._index(anchor, near)
-        self._insert(index, instruction)
-        return index
+    def insert_after(self, anchor: Instruction, instruction: Instruction) -> None:
+        """Add `instruction` just after `anchor` in text order (before what was inserted after it already)."""
+        self._pending(anchor, instruction, self._after).append(instruction)
 
-    def insert_after(self, anchor: Instruction, instruction: Instruction, near: int | None = None) -> int:
-        """Add `instruction` just after `anchor` in text order; its index (`near` as in `insert_before`)."""
-        index = self._index(anchor, near) + 1
-        self._insert(index, instruction)
-        return index
-
-    def _index(self, anchor: Instruction, near: int | None) -> int:
-        """Where `anchor` is: the hint, a known position (checked, so a stale one only costs a search), or the
-        scan on from the last trusted position, recording what it passes (cheap when edits move forward or
-        backward through the list, as passes do)."""
-        instructions = self.instructions
-        if near is not None and 0 <= near < len(instructions) and instructions[near] is anchor:
-            return near
-        known = self._positions.get(anchor)
-        if known is not None and known < len(instructions) and instructions[known] is anchor:
-            return known
-        positions = self._positions
-        for index in range(self._positions_valid, len(instructions)):
-            positions[instructions[index]] = index
-            if instructions[index] is anchor:
-                self._positions_valid = index + 1
-                return index
-        self._positions_valid = len(instructions)
-        return instructions.index(anchor)
-
-    def _insert(self, index: int, instruction: Instruction) -> None:
+    def _pending(
+        self, anchor: Instruction, instruction: Instruction, side: dict[Instruction, list[Instruction]]
+    ) -> list[Instruction]:
+        """The insertions on one side of `anchor`, which `instruction` joins (spliced in on the next read)."""
+        if anchor.parent is not self:
+            raise ValueError(f"%{anchor.name} is not in %{self.name}")
+        if instruction in self._removed:
+            self._splice()  # it goes back in: drop it from where it was first
         instruction.parent = self
-        self.instructions.insert(index, instruction)
-        self._positions_valid = min(self._positions_valid, index)
         self.edits += 1
         self.note_control_edges(instruction)
+        found = side.get(anchor)
+        if found is None:
+            found = side[anchor] = []
+        return found
 
     def replace_all_uses(self, old: Instruction, new: Instruction) -> None:
         """Redirect every user of `old` (and the root, and control edges) to `new`."""
@@ -295,9 +312,7 @@ class Computation:
         if instruction.users:
             raise ValueError(f"%{instruction.name} still has users")
         instruction.drop_operands()
-        index = self._index(instruction, None)
-        del self.instructions[index]
-        self._positions_valid = min(self._positions_valid, index)
+        self._removed.add(instruction)
         instruction.parent = None
         self.edits += 1
 

@@ -30,8 +30,8 @@ from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import FLOAT_TYPES
 from hloopt.ir.module import Computation, Instruction, Module
-from hloopt.ir.opcodes import ROWS, Elementwise
-from hloopt.ir.shape import ArrayShape, Shape, leaf_shapes
+from hloopt.ir.opcodes import ASYNC_WRAPPERS, ROWS, Elementwise
+from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
 from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
 from hloopt.passes.retyping import (
@@ -130,8 +130,18 @@ def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, De
     free = _free_reducers(callers)
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
+    # A buffer (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write, and a shape the
+    # text left out that hloopt cannot infer (a while's, say) cannot be retyped: under ``all`` a module that
+    # holds either keeps its types (every op not-covered) rather than be refused.
+    kept = options.mode == "all" and any(holds_buffer(i.shape) or shapes(i) is None for i in module.instructions())
     for computation in reversed(module.computations):
-        inherited[computation] = _inherited(callers.get(computation, []), plan, inherited)
+        found = callers.get(computation, [])
+        if kept or (
+            options.mode == "all" and any(c.opcode in ASYNC_WRAPPERS or _wrapped(c.parent, inherited) for c in found)
+        ):
+            inherited[computation] = _NOT_COVERED  # an async op's computation (and what it calls) keeps its types
+        else:
+            inherited[computation] = _inherited(found, plan, inherited)
         for instruction in computation.instructions:
             if instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
@@ -153,6 +163,13 @@ def _inherited(
     if all(d.accumulate_f32 for d in decisions):
         return Decision(accumulate_f32=True)
     return None
+
+
+def _wrapped(computation: Computation | None, inherited: Inheritance) -> bool:
+    """Whether `computation` keeps its types under ``all`` because an async op calls it (or what it is called from):
+    its callers' async shapes would have to change with it, and the printer spells such a computation as sugar."""
+    decision = inherited.get(computation) if computation is not None else None
+    return decision is not None and decision.reason == "not-covered"
 
 
 def _from_parent(caller: Instruction, inherited: Inheritance) -> Decision | None:
@@ -195,6 +212,13 @@ def _decide(
     return _NOT_COVERED
 
 
+def holds_buffer(shape: Shape | None) -> bool:
+    """Whether `shape` is or holds a ``b(…)`` buffer."""
+    if isinstance(shape, TupleShape):
+        return any(holds_buffer(element) for element in shape.elements)
+    return isinstance(shape, BufferShape)
+
+
 def _free_reducers(callers: dict[Computation, list[Instruction]]) -> set[Computation]:
     """Reducers that can accumulate in F32: nothing but unstamped reduces and reduce-windows call them (the pass
     retypes the computation itself)."""
@@ -225,9 +249,9 @@ class NeuronAutoCast(HloPass):
         provenance: list[tuple[str, str]] = []
         storage = STORAGE[self.type]
         if self.mode == "matmult":
-            provenance += _cast_matmul_operands(changing, storage)
+            provenance += _cast_matmul_operands(changing, storage, ShapeResolver(module))
         elif self.mode == "all" and storage is not None:
-            provenance += _cast_all(module, plan, inherited, storage) + _engines_in_f32(plan, storage)
+            provenance += _cast_all(module, plan, inherited, storage) + _engines_in_f32(module, plan, storage)
         elif self.mode == "all":
             provenance += _round_all(module, plan)
         provenance += _accumulate_in_f32(module, plan, inherited)
@@ -268,7 +292,9 @@ def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage
     return result
 
 
-def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | None) -> list[tuple[str, str]]:
+def _cast_matmul_operands(
+    changing: dict[Instruction, Decision], storage: str | None, shapes: ShapeResolver
+) -> list[tuple[str, str]]:
     """Each cast dot's and convolution's two operands cast (one cast per operand and computation) and read back
     as F32: XLA's CPU refuses some bf16 × bf16 → f32 dots (DotThunk), and widening is exact, so the products
     and the f32 sum are those of the narrow operands."""
@@ -279,7 +305,7 @@ def _cast_matmul_operands(changing: dict[Instruction, Decision], storage: str | 
             continue
         for operand in dict.fromkeys(instruction.operands[:2]):
             if operand not in made:
-                shape = operand.shape
+                shape = shapes(operand)  # the text may leave it out
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
                 builder = Builder.after(operand)  # before every user, whichever comes first
                 narrow = _cast_value(builder, operand, shape, storage)
@@ -298,9 +324,13 @@ def _cast_all(
 
     def pinned(instruction: Instruction) -> bool:
         decision = plan.get(instruction)
-        return decision is not None and (
-            decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
-        )
+        if decision is None:  # a caller of a computation that keeps its types keeps its own, and so does its -done
+            if instruction.opcode.endswith(("-update", "-done")) and instruction.operands:  # sugar -done too
+                return pinned(instruction.operands[0])
+            return instruction.opcode in _CALLING and any(
+                _wrapped(c, inherited) for c in instruction.called_computations()
+            )
+        return decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
 
     def to_storage(shape: ArrayShape) -> ArrayShape:
         return packed_size_dropped(shape, storage)
@@ -394,31 +424,36 @@ def _accumulate_in_f32(
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
     for instruction in ops:  # a dot's narrow operands too: XLA's CPU refuses some bf16 × bf16 → f32 dots
-        provenance += _in_f32(instruction, WIDEN, made)
+        provenance += _in_f32(instruction, WIDEN, made, shapes)
     _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
     return provenance + reducer_provenance
 
 
-def _engines_in_f32(plan: dict[Instruction, Decision], storage: str) -> list[tuple[str, str]]:
+def _engines_in_f32(module: Module, plan: dict[Instruction, Decision], storage: str) -> list[tuple[str, str]]:
     """``all`` mode: each cast op but an accumulation reads its operands widened to F32, computes in F32 and
     rounds its result to the cast type once, as the scalar and vector engines do ("compute internally in FP32
     and cast on input and output"); each rounding is then a convert, the device's cast under
     emulate-neuron-converts (XLA's own rounding inside a bf16 op is XLA's convert: f8e4m3 overflows to Inf)."""
     widen = Retyping(frozenset({storage}), _to_f32, "neuron")
+    shapes = ShapeResolver(module)  # after the retyping
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
     for instruction, decision in plan.items():
         if decision.cast is not None and instruction.opcode not in ACCUMULATING:
-            provenance += _in_f32(instruction, widen, made)
+            provenance += _in_f32(instruction, widen, made, shapes)
     return provenance
 
 
-def _in_f32(instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction]) -> list[tuple[str, str]]:
+def _in_f32(
+    instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction], shapes: ShapeResolver
+) -> list[tuple[str, str]]:
     """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`), its result
-    F32 and converted back to the narrow type once for its users."""
+    F32 and converted back to the narrow type once for its users. Shapes the text left out are inferred (the
+    result's before its operands change), and the result's new shape is then written out."""
     provenance: list[tuple[str, str]] = []
+    result_shape = shapes(instruction)
     for operand in dict.fromkeys(instruction.operands):
-        shape = operand.shape
+        shape = shapes(operand)
         if shape is None or not widen.changes(shape):
             continue
         if operand not in made:
@@ -426,7 +461,7 @@ def _in_f32(instruction: Instruction, widen: Retyping, made: dict[Instruction, I
             made[operand] = convert_chain(builder, operand, shape, widen.shape(shape))
             provenance += provenance_of(instruction, builder.created)
         instruction.replace_operand(operand, made[operand])
-    shape = instruction.shape
+    shape = result_shape
     if shape is not None and widen.changes(shape):
         instruction.set_shape(widen.shape(shape))
         builder = Builder.after(instruction)

@@ -214,7 +214,8 @@ def _cast_array(array: np.ndarray, shape: ArrayShape, target: ArrayShape, retypi
     """The values of an array of `shape` as the policy's cast rules give them in `target`'s type."""
     if shape.element_type not in retyping.types:
         return array
-    return cast(np.ascontiguousarray(array), shape.element_type, target.element_type, profile=retyping.numerics)
+    converted = cast(np.ascontiguousarray(array), shape.element_type, target.element_type, profile=retyping.numerics)
+    return converted.reshape(array.shape)  # the engine gives a scalar back as one element
 
 
 def _cast_value(value: LiteralValue, shape: Shape, retyping: Retyping) -> LiteralValue:
@@ -235,6 +236,8 @@ def convert_chain(builder: Builder, value: Instruction, source: Shape, target: S
     Tuples are taken apart element by element (get-tuple-element, convert, tuple) at any depth;
     an element whose shape already matches passes through as its get-tuple-element.
     """
+    if not isinstance(source, TupleShape):  # one array: one convert (the common case, kept cheap)
+        return builder.convert(value, target)
     root = (value, source, target)
 
     def take(part: Instruction, index: int, s: Shape, t: Shape) -> tuple[Instruction, Shape, Shape]:

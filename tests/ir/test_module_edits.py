@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hlo_text import hlo
 
 from hloopt.ir.attribute_values import Metadata
@@ -115,3 +117,38 @@ def test_control_edges_given_after_a_rewrite_are_still_redirected() -> None:
     replacement = Builder.before(a).add("subtract", a.shape, a.operands)  # type: ignore[arg-type]
     entry.replace_instruction(a, replacement)
     assert entry.has_control_edges() and r.control_predecessors() == (replacement,)
+
+
+def test_pending_insertions_land_where_list_insertions_would() -> None:
+    """Insertions are spliced in when the list is next read; every sequence of inserts before and after, on
+    written and on inserted anchors, with removals, gives the order `list.insert` gives (the reference)."""
+    steps = [(side, anchor) for side in ("before", "after") for anchor in (0, 1, "new")]
+    for sequence in itertools.product(steps, repeat=3):
+        module = parse(TEXT)
+        entry = module.entry
+        reference = list(entry.instructions)
+        anchors = [reference[3], reference[4]]  # a, n
+        for number, (side, anchor) in enumerate(sequence):
+            target = anchors[-1] if anchor == "new" else anchors[anchor]  # type: ignore[index]
+            made = Builder.before(target).add("copy", target.shape, [reference[0]])  # type: ignore[arg-type]
+            entry.remove(made)  # made before the anchor: move it where this step puts it
+            made.name = f"x{number}"
+            index = reference.index(target) + (side == "after")
+            reference.insert(index, made)
+            (entry.insert_after if side == "after" else entry.insert_before)(target, made)
+            made.append_operand(reference[0])
+            anchors.append(made)
+        assert [i.name for i in entry.instructions] == [i.name for i in reference], sequence
+        entry.remove(anchors[-1])  # the last one made has no users
+        assert anchors[-1] not in entry.instructions
+
+
+def test_a_removed_instruction_can_be_put_back() -> None:
+    module = parse(TEXT)
+    entry = module.entry
+    c = next(i for i in entry.instructions if i.name == "c")
+    made = Builder.after(c).add("negate", c.shape, [c])  # type: ignore[arg-type]
+    entry.remove(made)
+    entry.append(made)
+    assert [i.name for i in entry.instructions][-1] == made.name
+    assert [i.name for i in entry.instructions].count(made.name) == 1

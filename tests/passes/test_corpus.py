@@ -35,6 +35,8 @@ CONFIGS = (
     "fold-constant-converts",
     "all,fold-constant-converts",
     "emulate-neuron-converts",
+    "neuron-auto-cast",  # matmult, bf16
+    "neuron-auto-cast{mode=all}",
 )
 HERE = Path(__file__).resolve().parent
 #: Every how-many-th module the sweep takes on the newest jaxlib line and on an older one (`sweep_sample`).

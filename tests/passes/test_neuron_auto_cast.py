@@ -379,3 +379,100 @@ def test_mixed_precision_dot_rounds_once() -> None:
     exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)  # exact in f32: small sixteenths
     want = cast(exact, "float32", "bfloat16", profile="neuron")
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_matmult_reads_operand_shapes_the_text_left_out() -> None:
+    text = hlo("""
+        HloModule inferred
+
+        ENTRY main {
+          a = f32[4,4]{1,0} parameter(0)
+          t = (f32[4,4]{1,0}, f32[4,4]{1,0}) tuple(a, a)
+          g = get-tuple-element(t), index=0
+          ROOT d = f32[4,4]{1,0} dot(g, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+        }
+    """)
+    out = passes_text(text, "neuron-auto-cast")
+    assert "bf16[4,4]{1,0} convert(%g)" in out and 'auto_cast="bf16"' in out
+
+
+ASYNC = hlo("""
+    HloModule wrapped
+
+    %async_builder {
+      %p0 = f32[10] parameter(0)
+      ROOT %foo = f32[10] negate(%p0)
+    }, execution_thread="parallel_thread"
+
+    ENTRY %main (p0: f32[10]) -> f32[10] {
+      %p0 = f32[10] parameter(0)
+      %e = f32[10] exponential(%p0)
+      %start = ((f32[10]), f32[10], s32[]) async-start(%e), async_execution_thread="parallel_thread", calls=%async_builder
+      %done = f32[10] async-done(%start), async_execution_thread="parallel_thread", calls=%async_builder
+      ROOT %r = f32[10] add(%done, %done)
+    }
+""")
+
+
+def test_all_mode_keeps_an_async_computation_and_its_ops_types() -> None:
+    """An async op's computation is `not-covered` under ``all``: its callers' shapes and the sugar would have to
+    change with it; the ops around it are cast, with converts at the async op's edges."""
+    module = parse(ASYNC)
+    plan = by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))
+    assert plan["foo"] == Decision(reason="not-covered") and plan["e"].cast == plan["r"].cast == "bf16"
+    out = passes_text(ASYNC, "neuron-auto-cast{mode=all}")
+    assert "((f32[10]{0}), f32[10]{0}, s32[]) async-start(" in out and "f32[10]{0} negate(%p0)" in out
+    assert passes_text(out, "neuron-auto-cast{mode=all}") == out
+
+
+def test_a_tuple_of_scalar_constants_is_retyped_as_scalars() -> None:
+    """The cast engine gives a scalar back as one element; the retyped literal stays a pair of scalars (it read
+    back as ``( {1}, {10} )``, which XLA refuses), under auto-cast's ``all`` and under upcast-all-to-fp32 alike."""
+    f32 = hlo("""
+        HloModule t
+
+        ENTRY main {
+          c = (f32[], f32[]) constant((1, 10))
+          a = f32[] get-tuple-element(c), index=0
+          b = f32[] get-tuple-element(c), index=1
+          ROOT s = f32[] add(a, b)
+        }
+    """)
+    assert "(bf16[], bf16[]) constant(( 1, 10 ))" in passes_text(f32, "neuron-auto-cast{mode=all}")
+    assert "(f32[], f32[]) constant(( 1, 10 ))" in passes_text(f32.replace("f32", "bf16"), "upcast-all-to-fp32")
+
+
+def test_all_mode_keeps_a_module_holding_a_buffer() -> None:
+    """A ``b(…)`` buffer cannot be converted: the module keeps its types (`not-covered`), it is not refused."""
+    text = hlo("""
+        HloModule pinned
+
+        ENTRY main {
+          p0 = f32[32] parameter(0)
+          e = f32[32] exponential(p0)
+          a = b(f32[32]) custom-call(e), custom_call_target="Pin", output_to_operand_aliasing={{}: (0, {})}
+          ROOT c = f32[32] custom-call(a), custom_call_target="Unpin", output_to_operand_aliasing={{}: (0, {})}
+        }
+    """)
+    module = parse(text)
+    assert by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))["e"] == Decision(reason="not-covered")
+    assert passes_text(text, "neuron-auto-cast{mode=all}") == parse(text).to_text()
+
+
+def test_all_mode_keeps_a_module_with_a_shape_it_cannot_infer() -> None:
+    text = hlo("""
+        HloModule unshaped
+
+        max {
+          p0 = f32[] parameter(0)
+          p1 = f32[] parameter(1)
+          ROOT max = f32[] maximum(p0, p1)
+        }
+
+        ENTRY test {
+          p = f32[16,32] parameter(0)
+          constant = f32[] constant(-inf)
+          ROOT reduce-window = reduce-window(p, constant), window={size=1x1 pad=1_2x3_4}, to_apply=max
+        }
+    """)
+    assert passes_text(text, "neuron-auto-cast{mode=all}") == parse(text).to_text()
