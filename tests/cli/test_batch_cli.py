@@ -105,6 +105,7 @@ def test_output_inside_input_is_not_read_back(tree: Path) -> None:
         assert result.returncode == 0 and "4 processed" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_check_mode_writes_nothing_and_fails_on_change(tree: Path, tmp_path: Path) -> None:
     (tree / "deep" / "er" / "bad.hlo").unlink()
     before = snapshot(tree)
@@ -280,6 +281,7 @@ def test_progress_bar_only_on_a_terminal(tree: Path, tmp_path: Path) -> None:
 # --- several INPUTs: a batch of those paths (what pre-commit hooks pass) ------------------------------
 
 
+@pytest.mark.slow
 def test_several_files_check_and_in_place(tree: Path, tmp_path: Path) -> None:
     (tree / "deep" / "er" / "bad.hlo").unlink()
     canonical = tree / "deep" / "plain.hlo"

@@ -93,6 +93,7 @@ def test_exec_summarises_each_output(files: Path) -> None:
     assert all("min=" in line and "max=" in line and "mean=" in line and line.endswith("nan=0") for line in lines)
 
 
+@pytest.mark.slow
 def test_exec_saves_and_replays_inputs_and_outputs(files: Path) -> None:
     inputs, outputs = files / "in.npz", files / "out.npz"
     code, first, _ = invoke(exec_command, files / "a.hlo", "--seed", "9", "--save-inputs", inputs, "-o", outputs)
@@ -118,6 +119,7 @@ def test_compare_exit_codes_and_json(files: Path) -> None:
     assert code == 0 and json.loads(out)["ok"] is True
 
 
+@pytest.mark.slow
 def test_compare_with_given_inputs(files: Path) -> None:
     inputs = files / "in.npz"
     assert invoke(exec_command, files / "a.hlo", "--save-inputs", inputs)[0] == 0
@@ -215,6 +217,7 @@ def test_isolated_map_keeps_order_and_loses_only_the_crashing_call() -> None:
     assert [float(outcomes[0][0]), float(outcomes[2][0])] == [1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_signals_timeouts_and_bugs() -> None:
     (aborted,) = isolated_map(os.abort, [()])
     assert isinstance(aborted, XlaCrash) and "SIGABRT" in aborted.message and aborted.stage == "start"
@@ -346,6 +349,7 @@ def test_xla_refusals_are_one_line_on_the_instruction(tmp_path: Path) -> None:
     assert said.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_what_hloopt_knows_xla_will_refuse_is_refused_before_xla_on_its_line(tmp_path: Path) -> None:
     """`check_executable` in words of its own, the same through exec and compare; for a .pb, named only,
     A's refusal first."""

@@ -122,6 +122,7 @@ def test_per_pass_without_a_changing_pass_says_so(modules: Path) -> None:
     assert code == 0 and err.splitlines()[-1] == "per pass: no pass changed the module"
 
 
+@pytest.mark.slow
 def test_the_files_on_disk_stay_as_they_were(modules: Path) -> None:
     paths = sorted(modules.glob("*.hlo"))
     before = {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in paths}
@@ -148,6 +149,7 @@ def test_emulation_warnings_are_printed_once(modules: Path) -> None:
     assert EMULATION_WARNING not in invoke(compare_command, f64, f64)[2]
 
 
+@pytest.mark.slow
 def test_a_batch_report_has_the_per_pass_rows(modules: Path) -> None:
     src = modules / "in"
     src.mkdir()

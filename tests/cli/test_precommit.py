@@ -222,6 +222,7 @@ def test_format_rewrites_to_what_hloopt_run_prints_and_then_check_passes(
     assert texts(project) == after
 
 
+@pytest.mark.slow
 def test_a_malformed_module_fails_both_hooks_with_its_location(project: Path, offline: dict[str, str]) -> None:
     (project / "broken.hlo").write_text(BROKEN)
     for hook in ("hloopt-check", "hloopt-format"):

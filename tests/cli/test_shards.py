@@ -149,6 +149,7 @@ def on_path(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
 
 
+@pytest.mark.slow
 def test_the_slurm_array_script(tree: Path, tmp_path: Path, on_path: dict[str, str]) -> None:
     script = CI / "hloopt-slurm-array.sh"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0

@@ -60,6 +60,7 @@ def test_exec_reproduces_each_recorded_result_bit_for_bit(
     assert [x.tobytes() for x in inputs] == [leaf.array.tobytes() for leaf in snapshot.arguments]
 
 
+@pytest.mark.slow
 def test_a_result_edited_by_one_element_is_reported_as_different(
     jax_snapshots: dict[str, Path], tmp_path: Path
 ) -> None:

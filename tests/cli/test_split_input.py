@@ -233,6 +233,7 @@ def test_verify_numerics_compares_each_chunk(tmp_path: Path) -> None:
     assert "over tolerance" in "\n".join(lines[second:])
 
 
+@pytest.mark.slow
 def test_exec_prints_a_block_per_chunk(tmp_path: Path) -> None:
     source = tmp_path / "consts.hlo"
     one = hlo("""

@@ -58,6 +58,7 @@ def expired(path: Path | str, running: str = "while running forever") -> str:
     return f"{path}: XLA execute failed: worker timed out after {SECONDS} s, killed {running}"
 
 
+@pytest.mark.slow
 def test_exec_stops_an_endless_loop(forever: Path) -> None:
     result, took = hloopt_cli("exec", forever, "--timeout", SECONDS)
     assert result.returncode == 2

@@ -177,6 +177,7 @@ ENTRY main {
 """
 
 
+@pytest.mark.slow
 def test_a_comparison_that_crashes_xla_costs_only_its_module(tmp_path: Path) -> None:
     """The worker's XLA process dies on the first module's comparison: that module's numerics say so, and the
     next module is compared by a fresh XLA process of the same pool."""

@@ -110,6 +110,7 @@ def local(tree: Path) -> dict[str, Any]:
     return comparable(report)
 
 
+@pytest.mark.slow
 def test_dask_batch_equals_the_local_one(client: Client, tree: Path, local: dict[str, Any]) -> None:
     workers = client.run(os.getpid)
     seen: list[str] = []
@@ -137,6 +138,7 @@ def test_verify_numerics_on_dask_equals_the_local_one(client: Client, tree: Path
     assert all(m.texts is None and not m.stages for m in done.modules)  # no module text came home
 
 
+@pytest.mark.slow
 def test_dask_from_the_command_line(client: Client, tree: Path, local: dict[str, Any]) -> None:
     assert client.scheduler is not None and client.scheduler.address is not None
     args = ["run", str(tree), "--passes", "all", "-o", "out-cli", "--report", "r.json"]

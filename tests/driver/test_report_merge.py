@@ -79,6 +79,7 @@ def test_the_merged_shards_are_the_whole_run(tree: Path, tmp_path: Path) -> None
     assert strip == [line.rpartition(" (")[0] if " processed," in line else line for line in whole.stderr.splitlines()]
 
 
+@pytest.mark.slow
 def test_all_fine_is_exit_0_and_stdout_without_o(tree: Path) -> None:
     (tree / "deep" / "bad.hlo").unlink()
     paths = []

@@ -45,6 +45,7 @@ def default_recursion_limit() -> object:
     sys.setrecursionlimit(previous)
 
 
+@pytest.mark.slow
 def test_chain_of_100k_instructions_through_every_pass_the_verifier_and_printer() -> None:
     lines = [
         "HloModule chain",

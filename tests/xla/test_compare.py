@@ -45,6 +45,7 @@ def test_renamed_instruction_is_silent() -> None:
     assert report.ok and report.bit_identical
 
 
+@pytest.mark.slow
 def test_changed_constant_is_caught() -> None:
     x = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
     report = compare(scaled(), scaled(constant="{1, 2, 3.001, 4}"), inputs=[x])
