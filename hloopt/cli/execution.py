@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,7 +21,7 @@ from hloopt.arrays.comparing import CompareReport
 from hloopt.arrays.npz import load_arrays, save_arrays
 from hloopt.arrays.snapshots import Leaf, Snapshot
 from hloopt.cast_engine import Numerics
-from hloopt.cli.main import exit_on_errors, neuron_cc_options, read_neuron_cc_flags, reports_errors, timeout_option
+from hloopt.cli.main import F, exit_on_errors, neuron_cc_options, read_neuron_cc_flags, reports_errors, timeout_option
 from hloopt.driver import chunks
 from hloopt.driver.chunks import in_chunk, label
 from hloopt.errors import HloError
@@ -105,6 +105,18 @@ class _NumericsSides(click.ParamType):
             return numerics_sides(value)
         except HloError as err:
             self.fail(str(err), param, ctx)
+
+
+def _numerics_sides_option(help: str) -> Callable[[F], F]:
+    """``--numerics`` of a command that runs two sides (`compare`, `trace`)."""
+    return click.option(
+        "--numerics",
+        type=_NumericsSides(),
+        metavar="xla|neuron[,xla|neuron]",
+        default="xla",
+        show_default=True,
+        help=help,
+    )
 
 
 def _echo_warnings(warnings: Sequence[str]) -> None:
@@ -329,14 +341,9 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 @click.option("--rtol", default=DEFAULT_RTOL, show_default=True, help="Relative tolerance (A is the reference).")
 @click.option("--atol", default=DEFAULT_ATOL, show_default=True, help="Absolute tolerance.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "--numerics",
-    type=_NumericsSides(),
-    metavar="xla|neuron[,xla|neuron]",
-    default="xla",
-    show_default=True,
-    help="Cast rules of the converts, for both modules or A,B for each: 'A A --numerics xla,neuron' "
-    "is how far XLA is from the Neuron device.",
+@_numerics_sides_option(
+    "Cast rules of the converts, for both modules or A,B for each: 'A A --numerics xla,neuron' "
+    "is how far XLA is from the Neuron device."
 )
 @_max_bytes_option
 @_split_option

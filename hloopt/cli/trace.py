@@ -21,7 +21,7 @@ from hloopt.cli.execution import (
     _inputs_option,
     _max_bytes_option,
     _modules,
-    _NumericsSides,
+    _numerics_sides_option,
     _seed_option,
 )
 from hloopt.cli.main import neuron_cc_options, reports_errors, timeout_option
@@ -40,14 +40,7 @@ from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
 @click.option("--passes", metavar="LIST", help="B is A after these passes (matched to A by their provenance).")
 @_inputs_option
 @_seed_option
-@click.option(
-    "--numerics",
-    type=_NumericsSides(),
-    metavar="xla|neuron[,xla|neuron]",
-    default="xla",
-    show_default=True,
-    help="Cast rules of the converts, for both modules or A,B for each.",
-)
+@_numerics_sides_option("Cast rules of the converts, for both modules or A,B for each.")
 @click.option(
     "--reference",
     type=click.Choice(["f64"]),
