@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from hloopt.ir.attribute_values import Metadata
-from hloopt.ir.element_types import BY_NAME, Kind
+from hloopt.ir.element_types import FLOAT_TYPES
 from hloopt.ir.module import Instruction, Module
 from hloopt.ir.opcodes import BY_NAME as OPCODES_BY_NAME
 from hloopt.ir.opcodes import Elementwise
 from hloopt.ir.shape import ArrayShape, leaf_shapes
 from hloopt.passes.base import HloPass, PassResult
 from hloopt.passes.pipeline import run_pipeline
+from hloopt.passes.simplify_converts import preserves_values
 
 #: The ops listed one by one; elementwise ops are listed as groups.
 LISTED = ("dot", "convolution", "reduce", "reduce-window")
@@ -201,22 +202,15 @@ def _types(instruction: Instruction | None, distinct: bool = False) -> str:
 
 
 def _rounded(operand: Instruction) -> Instruction:
-    """The value a widening `convert` (to a float type with at least as many bits) carries unchanged."""
+    """The value a widening float `convert` carries unchanged (`preserves_values`, as simplify-converts reads it)."""
     if operand.opcode != "convert" or len(operand.operands) != 1:
         return operand
     source = operand.operands[0]
     if not isinstance(source.shape, ArrayShape) or not isinstance(operand.shape, ArrayShape):
         return operand
-    narrow, wide = BY_NAME.get(source.shape.element_type), BY_NAME.get(operand.shape.element_type)
-    exact = (
-        narrow is not None
-        and wide is not None
-        and narrow.kind is wide.kind is Kind.FLOAT
-        and narrow.name != wide.name
-        and narrow.mantissa_bits <= wide.mantissa_bits
-        and narrow.exponent_bits <= wide.exponent_bits
-    )
-    return source if exact else operand
+    narrow, wide = source.shape.element_type, operand.shape.element_type
+    floats = narrow in FLOAT_TYPES and wide in FLOAT_TYPES
+    return source if floats and narrow != wide and preserves_values(narrow, wide) else operand
 
 
 def _leaf_types(instruction: Instruction) -> str:
