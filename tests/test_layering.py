@@ -27,18 +27,42 @@ ALLOWED: dict[str, frozenset[str]] = {
     "passes": frozenset({"errors", "support", "ir", "analysis", "cast_engine"}),
     "xla": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays"}),
     "driver": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays", "xla"}),
+    "viz": frozenset({"errors", "support", "ir", "analysis", "arrays", "passes"}),
     "cli": frozenset(
-        {"__init__", "errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays", "xla", "driver"}
+        {
+            "__init__",
+            "errors",
+            "support",
+            "ir",
+            "text",
+            "analysis",
+            "passes",
+            "cast_engine",
+            "arrays",
+            "xla",
+            "driver",
+            "viz",
+        }
     ),
     "__init__": frozenset({"errors", "ir", "text", "xla"}),
     "__main__": frozenset({"cli"}),
     "roundtrip": frozenset({"xla"}),
     "jax": frozenset({"xla"}),
     "batch": frozenset({"driver"}),
+    "model_explorer": frozenset(
+        {"errors", "support", "ir", "text", "analysis", "arrays", "passes", "xla", "driver", "viz"}
+    ),
 }
 
 #: Third-party packages only one part may import.
-OWNED_EXTERNALS: dict[str, str] = {"jax": "xla", "jaxlib": "xla", "lark": "text", "click": "cli"}
+OWNED_EXTERNALS: dict[str, str] = {
+    "jax": "xla",
+    "jaxlib": "xla",
+    "lark": "text",
+    "click": "cli",
+    "plotly": "viz",
+    "model_explorer": "model_explorer",
+}
 
 #: (importing file, imported module): the allowed exceptions, each for a stated reason.
 LAZY_EXCEPTIONS: dict[tuple[str, str], str] = {
