@@ -5,7 +5,7 @@
 Writes, in a temporary directory, one module per element type: one `T[N]` constant of
 `--elements` values (a block of 4,096 random values printed as XLA prints them, repeated)
 and a `ROOT` that uses it. Each measurement runs in a fresh interpreter and reports
-that process's peak resident memory (its children too, if it starts any):
+that process's peak resident memory (`VmHWM`; its children's too, if it starts any):
 
 - "python": the interpreter with hloopt's parser, passes and numpy imported (the floor);
 - "parse+print": `hloopt run IN -o OUT`;
@@ -52,7 +52,11 @@ import atexit, resource, sys
 def _peak():
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = sum(usage.ru_utime + usage.ru_stime for usage in (own, children))
-    print("PEAK", max(own.ru_maxrss, children.ru_maxrss), cpu, file=sys.stderr)
+    # VmHWM, not ru_maxrss: Linux's ru_maxrss keeps the parent's peak from before the exec (the benchmark's own,
+    # having just written the module text).
+    with open("/proc/self/status") as status:
+        own_peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    print("PEAK", max(own_peak, children.ru_maxrss), cpu, file=sys.stderr)
 atexit.register(_peak)
 what = sys.argv.pop(1)
 if what == "python":

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, cast
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
+from lark.lexer import BasicLexer, ContextualLexer
+from lark.utils import TextSlice
 
 from hloopt.errors import HloParseError, parse_error_at
 from hloopt.ir.brackets import split_top
@@ -366,7 +368,7 @@ def _lark_for(parse: _Parse, exact: bool = False) -> Lark:
 
 
 def _new_lark(starts: list[str]) -> Lark:
-    return Lark(
+    lark = Lark(
         _grammar(),
         parser="lalr",
         lexer="contextual",
@@ -376,6 +378,51 @@ def _new_lark(starts: list[str]) -> Lark:
         propagate_positions=False,
         maybe_placeholders=True,
     )
+    lexer = lark.parser.lexer
+    assert isinstance(lexer, ContextualLexer)  # lexer="contextual"
+    for basic in {id(basic): basic for basic in [*lexer.lexers.values(), lexer.root_lexer]}.values():
+        assert isinstance(basic, BasicLexer)
+        vars(basic)["match"] = partial(_match_runs_uncopied, basic)  # this instance's, not Lark's class's
+    return lark
+
+
+class _Run(str):
+    """A COMPUTATIONS token's text, not copied out of the source: the token is empty, and its span is `start`
+    to `end` of `source`.
+
+    Lark's lexer copies each match twice (the match's text, then the token made from it); a run can hold
+    a gigabyte of constants. Lark reads only a run's length and its newlines, which this answers from the
+    source; the parser reads the run's computations from the source by offsets.
+    """
+
+    source: str
+    start: int
+    end: int
+
+    def __new__(cls, source: str, start: int, end: int) -> _Run:
+        run = super().__new__(cls, "")
+        run.source, run.start, run.end = source, start, end
+        return run
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def count(self, sub: str, *_: object) -> int:
+        return self.source.count(sub, self.start, self.end)
+
+    def rindex(self, sub: str, *_: object) -> int:
+        return self.source.rindex(sub, self.start, self.end) - self.start
+
+
+def _match_runs_uncopied(basic: BasicLexer, text: TextSlice, position: int) -> tuple[str, str] | None:
+    """Lark's `BasicLexer.match`, except that a COMPUTATIONS match comes back as a `_Run`, not a copy."""
+    for pattern in basic.scanner._mres:
+        match = pattern.match(text.text, position, text.end)
+        if match is not None:
+            if match.lastgroup == "COMPUTATIONS":
+                return _Run(text.text, match.start(), match.end()), "COMPUTATIONS"
+            return match.group(0), str(match.lastgroup)
+    return None
 
 
 @lru_cache(maxsize=1)
@@ -1043,17 +1090,14 @@ class _Parse:
         it (a sub-parse never reads computations): the same match, lookaheads past the token included.
         """
         one, text = _splitters().computation.match, self.text
-        position, end = self.position(token), self.position(token) + len(token)
-        # Lark keeps the matched text twice, as the token and as its `value`: read from the token, and drop the
-        # other (nothing reads it past this call), so that a run holding a gigabyte of constants is held once.
-        token.value = ""
+        position = self.position(token)
+        end = position + int(token.end_pos or 0) - int(token.start_pos or 0)  # a `_Run` token is empty
         closed: list[Computation] = []
         while True:
             match = one(text, position)
             assert match is not None  # the token is a run of such matches
-            # A run of one computation is the token itself: no copy of a body that may be gigabytes.
-            whole = token if position == self.position(token) and match.end() == end else text[position : match.end()]
-            parts = self._whole_computation(whole, position, is_entry)
+            # The one copy of a computation's text that the parser holds (Lark's lexer made none: `_Run`).
+            parts = self._whole_computation(text[position : match.end()], position, is_entry)
             if match.end() == end:
                 return closed, parts
             computation, name_at, declared, instructions = parts
