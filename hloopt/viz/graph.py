@@ -68,6 +68,28 @@ def node_ids(module: Module, ids: Mapping[str, str] | None = None) -> dict[Instr
     return _Builder(module, ids or {}).ids
 
 
+def matched_ids(before: Module, after: Module, provenance: Mapping[str, str]) -> dict[str, str]:
+    """Node ids for `after` (a pipeline's output, by instruction name) that match `before` (its input) in
+    Model Explorer's two panes: an instruction a pass replaced gives its id to the one instruction made
+    from it that took its place (of the same opcode, else the last made), unless an instruction of
+    `after` still has its name. The other instructions keep their names (`module_graph`'s default)."""
+    before_ids = node_ids(before)
+    by_name = {instruction.name: instruction for instruction in before_ids}
+    kept = {instruction.name for computation in after.computations for instruction in computation.instructions}
+    made: dict[str, list[Instruction]] = {}
+    for computation in after.computations:
+        for instruction in computation.instructions:
+            source = provenance.get(instruction.name)
+            if source is not None and source != instruction.name and source in by_name and source not in kept:
+                made.setdefault(source, []).append(instruction)
+    given: dict[str, str] = {}
+    for source, candidates in made.items():
+        opcode = by_name[source].opcode
+        same = [c for c in candidates if c.opcode == opcode]
+        given[(same or candidates)[-1].name] = before_ids[by_name[source]]
+    return given
+
+
 def call_sites(module: Module) -> dict[Computation, list[tuple[Instruction, str, int]]]:
     """Every computation's callers: the instruction, the attribute naming it and its place in a list."""
     sites: dict[Computation, list[tuple[Instruction, str, int]]] = {c: [] for c in module.computations}
