@@ -106,6 +106,7 @@ def view_command(
             "port": port,
             "models": [str(directory / name) for name in view.models],
             "node_data": [[str(directory / name), model] for name, (model, _) in view.node_data.items()],
+            "panes": view.panes,
         }
         address = viewer.start(request)
         click.echo(address)

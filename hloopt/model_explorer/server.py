@@ -3,7 +3,8 @@ parent holds its stdin open.
 
 ``python -c 'from hloopt.model_explorer.server import serve; serve()'`` reads two JSON lines on stdin:
 first ``{"remove": DIR | null}`` (a directory to delete when it ends: the view's temporary one), then
-``{"port": N, "models": [path, …], "node_data": [[path, model file name], …]}``. It starts Model Explorer
+``{"port": N, "models": [path, …], "node_data": [[path, model file name], …], "panes": [[model file
+name, graph id], …]}`` (two panes: Model Explorer's compare of the two graphs). It starts Model Explorer
 on 127.0.0.1 with the hloopt adapter, prints the page's address on a line of stdout, and serves until
 stdin ends: its parent exited, however it ended (Ctrl-C, `kill`, a crash). Nothing is left behind.
 """
@@ -17,6 +18,7 @@ import socket
 import sys
 import threading
 from typing import Any
+from urllib.parse import quote, unquote
 
 #: Model Explorer's host: the loopback interface only, never the network.
 HOST = "127.0.0.1"
@@ -41,8 +43,8 @@ def serve() -> None:
     if not _free(port):
         sys.stderr.write(f"hloopt: error: port {port} of {HOST} is in use\n")
         _end(remove, 2)
-    address = f"http://{HOST}:{port}/?data={settings.to_url_param_value()}"
-    server._check_new_version = lambda print_msg=True: None  # no network: PyPI is not asked
+    address = f"http://{HOST}:{port}/?data={_page_data(settings, request.get('panes', []))}"
+    server._get_latest_version_from_repo = lambda url: "0"  # no network: PyPI is not asked for a newer release
     threading.Thread(target=_announce, args=(port, address), daemon=True).start()
     sys.stdout = sys.stderr  # stdout carries the address alone; the server's messages go to the log
     server.start(
@@ -53,6 +55,27 @@ def serve() -> None:
         no_open_in_browser=True,
         skip_health_check=True,
     )
+
+
+def _page_data(settings: Any, panes: list[list[str]]) -> str:
+    """The page's ``data`` parameter: Model Explorer's own, and with two `panes` (each a model file's
+    collection label and a graph id) the two-pane compare, its navigation synced by node id."""
+    data = json.loads(unquote(settings.to_url_param_value()))
+    if len(panes) == 2:
+        data["uiState"] = {
+            "paneStates": [
+                {
+                    "deepestExpandedGroupNodeIds": [],
+                    "selectedNodeId": "",
+                    "selectedGraphId": graph,
+                    "selectedCollectionLabel": label,
+                    "widthFraction": 0.5,
+                }
+                for label, graph in panes
+            ]
+        }
+        data["sync"] = {"mode": "match_node_id"}
+    return quote(json.dumps(data))
 
 
 def _announce(port: int, address: str) -> None:

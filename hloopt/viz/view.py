@@ -23,6 +23,8 @@ class View:
 
     models: dict[str, Json | list[Json]] = field(default_factory=dict[str, "Json | list[Json]"])
     node_data: dict[str, tuple[str, Json]] = field(default_factory=dict[str, tuple[str, Json]])
+    #: The model file and graph id of each pane: the two of a compare, after a pipeline.
+    panes: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
 
 
 def make_view(
@@ -50,6 +52,7 @@ def make_view(
     after_ids = node_ids(after, given)
     after_file, after_id = f"{stem}.after.json", f"{stem} after passes"
     view.models[after_file] = [module_graph(after, after_id, given)]
+    view.panes = [(before_file, before_id), (after_file, after_id)]
     view.node_data[f"{stem}.after.dtype.json"] = (after_file, dtype_overlay(after, after_ids, after_id))
     changed = changed_overlays(before, before_ids, after, after_ids, provenance, (before_id, after_id))
     view.node_data[f"{stem}.changed.json"] = (before_file, changed[0])
