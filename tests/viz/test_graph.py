@@ -102,7 +102,7 @@ def check_graph(module: Module, graph: Json) -> None:
         if parent in layer:
             assert node["namespace"] == layer[parent] or node["namespace"].startswith(layer[parent] + "/")
         if extra:
-            (caller, _, _), = sites[parent]
+            ((caller, _, _),) = sites[parent]
             assert extra[0]["sourceNodeId"] in {ids[operand] for operand in caller.operands}
 
 

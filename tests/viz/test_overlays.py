@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from hloopt.cli.trace import TraceRun, run_trace
 from hloopt.arrays.tracing import TraceReport
+from hloopt.cli.trace import TraceRun, run_trace
 from hloopt.ir.element_types import ROWS
 from hloopt.ir.module import Module
 from hloopt.passes.neuron_cc_flags import parse_neuron_cc_flags
 from hloopt.passes.pipeline import run_pipeline
 from hloopt.text.parser import parse
 from hloopt.viz.graph import element_type_of, node_ids
-from hloopt.viz.overlays import CHANGES, DTYPE_COLOURS, ULP_THRESHOLDS, changes, dtype_overlay
+from hloopt.viz.overlays import CHANGES, DTYPE_COLOURS, ULP_THRESHOLDS, dtype_overlay
 from hloopt.viz.view import make_view
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
