@@ -21,7 +21,7 @@ class View:
     """Files to write, by name: `models` (Model Explorer's graph JSON, each a list of one graph) and
     `node_data` (each with the model file it is laid over)."""
 
-    models: dict[str, Json | list[Json]] = field(default_factory=dict[str, "Json | list[Json]"])
+    models: dict[str, list[Json]] = field(default_factory=dict[str, list[Json]])
     node_data: dict[str, tuple[str, Json]] = field(default_factory=dict[str, tuple[str, Json]])
     #: The model file and graph id of each pane: the two of a compare, after a pipeline.
     panes: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])

@@ -17,7 +17,7 @@ from hloopt.passes.pipeline import run_pipeline
 from hloopt.text.parser import parse
 from hloopt.viz.graph import element_type_of, node_ids
 from hloopt.viz.overlays import CHANGES, DTYPE_COLOURS, ULP_THRESHOLDS, dtype_overlay
-from hloopt.viz.view import make_view
+from hloopt.viz.view import View, make_view
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MLP = EXAMPLES / "fp8_bf16_mlp.hlo"
@@ -74,12 +74,9 @@ def test_the_changed_overlays_follow_the_provenance(passes: str) -> None:
     assert view.panes == [("m.json", "m"), ("m.after.json", "m after passes")]
 
 
-def _given(view: object) -> dict[str, str]:
+def _given(view: View) -> dict[str, str]:
     """The after graph's ids by instruction name, read back from the graph the view wrote."""
-    from hloopt.viz.view import View
-
-    assert isinstance(view, View)
-    (graph,) = view.models["m.after.json"]  # type: ignore[misc]
+    (graph,) = view.models["m.after.json"]
     return {next(a["value"] for a in node["attrs"] if a["key"] == "name"): node["id"] for node in graph["nodes"]}
 
 
