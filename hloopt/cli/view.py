@@ -8,6 +8,7 @@ ends it too, and it removes the temporary directory.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -90,6 +91,8 @@ def view_command(
 
     MODULE is HLO text, a serialized HloModuleProto (.pb), an XLA snapshot or StableHLO. Runs until Ctrl-C.
     """
+    if importlib.util.find_spec("model_explorer") is None:  # before any work: the server could not start
+        raise HloError("hloopt view needs Model Explorer: pip install 'hloopt[viz]' (ai-edge-model-explorer)")
     auto_cast = _auto_cast(neuron_cc_flags, neuron_compiler)
     passes = ",".join(spec for spec in (passes, auto_cast) if spec) or None
     if with_trace and not passes and numerics[0] == numerics[1]:
