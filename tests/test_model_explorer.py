@@ -150,6 +150,8 @@ def _shot(view: RunningView, name: str, models: list[int], overlays: list[str], 
         page.page.get_by_text("op node count").first.wait_for()
         for button in page.page.get_by_text("unfold_more_double").all():  # expand every layer
             button.click()
+        while panes and (shown := [b for b in page.page.get_by_text("chevron_right").all() if b.is_visible()]):
+            shown[0].click()  # the side panel of each pane closed: room for the graphs
         page.page.mouse.move(5, 300)  # no tooltip in the picture
         time.sleep(2)  # the layout's animation
         page.screenshot(IMAGES / name, full_page=False)
