@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -118,7 +119,8 @@ def view_command(
         if not no_browser:
             webbrowser.open_new_tab(address)
         click.echo("Ctrl-C stops the viewer.", err=True)
-        viewer.process.wait()
+        if viewer.process.wait() != 0:
+            raise HloError(f"Model Explorer stopped: {viewer.reason()}")
 
 
 def _view(
@@ -147,8 +149,15 @@ def _view(
         assert isinstance(result, TraceReport)
         _echo_warnings(result.warnings)
         trace = json.loads(result.to_json())
-    stem = Path(module_path).name.removesuffix(".hlo").removesuffix(".txt").removesuffix(".pb") or "module"
-    return make_view(stem, before, after, provenance, trace)
+    return make_view(_stem(module_path), before, after, provenance, trace)
+
+
+def _stem(path: str) -> str:
+    """The file's name without the extensions of module files (``m.hlo.pb`` → ``m``): the view's files' stem."""
+    name = Path(path).name
+    while (shorter := re.sub(r"\.(hlo|txt|pb|mlir|mlirbc)$", "", name)) not in (name, ""):
+        name = shorter
+    return name if path != "-" else "stdin"
 
 
 def _write(view: View, directory: Path) -> None:
@@ -201,7 +210,10 @@ class _Viewer:
         if line:
             return line
         self.process.wait()
+        raise HloError(f"Model Explorer did not start: {self.reason()}")
+
+    def reason(self) -> str:
+        """Why the server ended: the last line it wrote, else its exit status."""
         self.log.seek(0)
         said = [text for text in self.log.read().decode(errors="replace").splitlines() if text.strip()]
-        reason = said[-1] if said else f"exit status {self.process.returncode}"
-        raise HloError(f"Model Explorer did not start: {reason.removeprefix('hloopt: error: ')}")
+        return said[-1].removeprefix("hloopt: error: ") if said else f"exit status {self.process.returncode}"

@@ -11,6 +11,7 @@ from cli_invoke import invoke
 from processes import alive
 from viewer import require_model_explorer, running_view
 
+from hloopt.cli.view import _stem
 from hloopt.text.parser import parse
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fp8_mlp.hlo"
@@ -92,3 +93,20 @@ def test_trace_needs_a_second_side() -> None:
     result = invoke("view", EXAMPLE, "--trace", "--no-browser")
     assert result.exit_code == 2
     assert "--trace needs something to trace against" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "stem"),
+    [
+        ("dir/m.hlo", "m"),
+        ("m.hlo.pb", "m"),
+        ("m.txt", "m"),
+        ("m.mlirbc", "m"),
+        ("run.snapshot.0.pb", "run.snapshot.0"),
+        ("module_0006.jit_step.cpu_after_optimizations.txt", "module_0006.jit_step.cpu_after_optimizations"),
+        (".pb", ".pb"),
+        ("-", "stdin"),
+    ],
+)
+def test_the_files_are_named_after_the_module_file(path: str, stem: str) -> None:
+    assert _stem(path) == stem
