@@ -174,7 +174,7 @@ class _Viewer:
     def __init__(self, out_dir: str | None) -> None:
         if out_dir is not None:
             make_directories(out_dir)
-            self.directory, remove = Path(out_dir), None
+            self.directory, remove = Path(out_dir).absolute(), None
         else:
             self.directory = Path(tempfile.mkdtemp(prefix="hloopt-view-"))
             remove = str(self.directory)
