@@ -221,6 +221,11 @@ class LazyGroup(click.Group):
             "Run A and B with every instruction's value captured: the first instruction whose own error is "
             "over tolerance.",
         ),
+        "view": (
+            "hloopt.cli.view:view_command",
+            "Open MODULE in Model Explorer as a graph, before and after --passes, coloured by element type, what "
+            "the passes changed and (--trace) each instruction's error.",
+        ),
         "cast": ("hloopt.cli.cast:cast_command", "Convert the elements of IN from one dtype to another and write OUT."),
         "report": ("hloopt.cli.report:report_group", "Work with the JSON reports of 'hloopt run --report'."),
     },

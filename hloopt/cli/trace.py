@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 
 import click
 
 from hloopt.arrays.npz import load_arrays
+from hloopt.arrays.tracing import NanOrigin, TraceReport
 from hloopt.cast_engine import Numerics
 from hloopt.cli.execution import (
     _auto_cast,
@@ -92,35 +94,61 @@ def trace_command(
     passes = ",".join(spec for spec in (passes, auto_cast) if spec) or None  # run in registry order, as compare
     if bisect:
         _bisect(a_path, passes, numerics[1], inputs_path, seed, max_bytes, timeout, as_json)
-    with IsolatedPool(1) as pool:
-        pool.start(1)  # the worker imports jax while this process reads and prepares the modules
-        a = _modules(a_path, False, timeout, pool)[0]
-        b = a if b_path is None else _modules(b_path, False, timeout, pool)[0]
-        b_label = b_path or (f"{a_path} after {passes}" if passes else f"{a_path} ({numerics[1]})")
-        inputs = _inputs(None if inputs_path is None else load_arrays(inputs_path), a, b)  # a snapshot's arguments
-        side_a = side(a.text, numerics[0], a_path, located=a.written)  # first: an error in A is said of A
-        side_b = side(b.text, numerics[1], b_label, passes, located=b.written)
-        if nan:
-            changed = b_path is not None or passes or numerics[0] != numerics[1]
-            traced = side_b if changed else side_a
-            call, args, label = nan_prepared, (traced, inputs, seed, max_bytes), traced.label
-        else:
-            wide = side(a.text, "xla", f"{a_path} (f64)", located=a.written) if reference else None
-            matched_by = "names" if b_path is not None else "provenance"
-            job = TraceJob(side_a, side_b, wide, inputs, seed, max_bytes, matched_by, top)
-            call, args, label = trace_prepared, (job,), f"{a_path} against {b_label}"
-        result = pool.map(call, [args], timeout=limit(timeout), labels=[label])[0]
-    if isinstance(result, HloError):
-        raise result
+    job = TraceRun(a_path, b_path, passes, numerics, inputs_path, seed, max_bytes, top, reference, nan)
+    result = run_trace(job, timeout)
     if nan:
         if as_json:
             click.echo(json.dumps({"nan_origin": None if result is None else result.to_dict()}, indent=2))
         else:
             click.echo("no instruction makes NaN or Inf from finite operands" if result is None else result.render())
         sys.exit(0 if result is None else 1)
+    assert isinstance(result, TraceReport)
     _echo_warnings(result.warnings)
     click.echo(result.to_json() if as_json else result.render())
     sys.exit(0 if result.ok else 1)
+
+
+@dataclass(frozen=True)
+class TraceRun:
+    """What one trace runs: A against B (a second file, or A after `passes` or under B's numerics), or with
+    `nan` where a NaN starts; the options of `hloopt trace`, which `hloopt view --trace` shares."""
+
+    a_path: str
+    b_path: str | None
+    passes: str | None
+    numerics: tuple[Numerics, Numerics]
+    inputs_path: str | None
+    seed: int
+    max_bytes: int
+    top: int = TRACE_TOP
+    reference: str | None = None
+    nan: bool = False
+
+
+def run_trace(run: TraceRun, timeout: float) -> TraceReport | NanOrigin | None:
+    """The trace's report (or the NaN origin, None when there is none), XLA running in one worker."""
+    with IsolatedPool(1) as pool:
+        pool.start(1)  # the worker imports jax while this process reads and prepares the modules
+        a = _modules(run.a_path, False, timeout, pool)[0]
+        b = a if run.b_path is None else _modules(run.b_path, False, timeout, pool)[0]
+        passes, numerics = run.passes, run.numerics
+        b_label = run.b_path or (f"{run.a_path} after {passes}" if passes else f"{run.a_path} ({numerics[1]})")
+        inputs = _inputs(None if run.inputs_path is None else load_arrays(run.inputs_path), a, b)  # a snapshot's
+        side_a = side(a.text, numerics[0], run.a_path, located=a.written)  # first: an error in A is said of A
+        side_b = side(b.text, numerics[1], b_label, passes, located=b.written)
+        if run.nan:
+            changed = run.b_path is not None or passes or numerics[0] != numerics[1]
+            traced = side_b if changed else side_a
+            call, args, label = nan_prepared, (traced, inputs, run.seed, run.max_bytes), traced.label
+        else:
+            wide = side(a.text, "xla", f"{run.a_path} (f64)", located=a.written) if run.reference else None
+            matched_by = "names" if run.b_path is not None else "provenance"
+            job = TraceJob(side_a, side_b, wide, inputs, run.seed, run.max_bytes, matched_by, run.top)
+            call, args, label = trace_prepared, (job,), f"{run.a_path} against {b_label}"
+        result = pool.map(call, [args], timeout=limit(timeout), labels=[label])[0]
+    if isinstance(result, HloError):
+        raise result
+    return result
 
 
 def _bisect(

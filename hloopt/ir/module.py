@@ -166,6 +166,19 @@ class Instruction:
         return value.instructions if isinstance(value, InstructionList) else ()
 
 
+def attribute_text(value: AttributeValue) -> str:
+    """An attribute's value as the printer writes it after ``key=``: the printer's and the viewer's one spelling."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (Computation, ComputationList, InstructionList)):
+        return value.to_text()  # a typed value
+    if isinstance(value, Computation):
+        return f"%{value.name}"
+    if isinstance(value, ComputationList):
+        return "{" + ", ".join(f"%{c.name}" for c in value.computations) + "}"
+    return "{" + ", ".join(f"%{i.name}" for i in value.instructions) + "}"
+
+
 #: What ``HloComputation::ReplaceInstruction`` carries over when the replacement has none of its own.
 _INHERITED = ("metadata", "frontend_attributes", "sharding")
 

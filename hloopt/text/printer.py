@@ -22,11 +22,10 @@ from hloopt.ir.attribute_values import is_true
 from hloopt.ir.module import (
     AttributeValue,
     Computation,
-    ComputationList,
     Instruction,
-    InstructionList,
     Module,
     ProgramLayout,
+    attribute_text,
 )
 from hloopt.ir.shape import Shape
 
@@ -93,7 +92,7 @@ def _header(module: Module) -> str:
         items["entry_computation_layout"] = layout.to_text()
     rank = {name: i for i, name in enumerate(_HEADER_ORDER)}
     ordered = sorted(items.items(), key=lambda kv: rank.get(kv[0], len(rank)))
-    parts = [f"HloModule {module.name}"] + [f"{key}={_attribute_text(value)}" for key, value in ordered]
+    parts = [f"HloModule {module.name}"] + [f"{key}={attribute_text(value)}" for key, value in ordered]
     text = ", ".join(parts)
     # XLA ends the recovery table's line with a newline of its own.
     return text + "\n" if "origin_recovery_table" in items else text
@@ -110,18 +109,6 @@ def _operand_list(operands: list[Instruction]) -> str:
         prefix = f"/*index={index}*/" if index and index % 5 == 0 else ""
         parts.append(f"{prefix}%{operand.name}")
     return ", ".join(parts)
-
-
-def _attribute_text(value: AttributeValue) -> str:
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, (Computation, ComputationList, InstructionList)):
-        return value.to_text()  # a typed value
-    if isinstance(value, Computation):
-        return f"%{value.name}"
-    if isinstance(value, ComputationList):
-        return "{" + ", ".join(f"%{c.name}" for c in value.computations) + "}"
-    return "{" + ", ".join(f"%{i.name}" for i in value.instructions) + "}"
 
 
 @dataclass
@@ -174,7 +161,7 @@ def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool) 
     """An instruction line from the `)` of its operands (or literal) on."""
     items = written.items() if written_order else [(key, written[key]) for key in xla_attribute_order(opcode, written)]
     return ")" + "".join(
-        [f", {key}={value if isinstance(value, str) else _attribute_text(value)}" for key, value in items]
+        [f", {key}={value if isinstance(value, str) else attribute_text(value)}" for key, value in items]
     )
 
 
