@@ -12,12 +12,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hloopt.arrays import ExecutionError, rendering
 from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
+
+if TYPE_CHECKING:
+    from hloopt.arrays.distribution import ErrorDistribution
 
 
 def value_kind(dtype: np.dtype) -> str:
@@ -125,7 +128,8 @@ class CompareReport:
     """Per-output comparison; `seed` is None when the inputs were given.
 
     `warnings` are the emulation's (``neuron`` numerics), each once; `per_pass` has a row per
-    pass that changed the module when `compare_passes` made the report, else None.
+    pass that changed the module when `compare_passes` made the report, else None; `distributions` has each
+    output's binned error and scatter sample when the run was asked for them (an HTML report), else None.
     """
 
     outputs: tuple[OutputComparison, ...]
@@ -134,6 +138,7 @@ class CompareReport:
     seed: int | None
     warnings: tuple[str, ...] = ()
     per_pass: tuple[PassRow, ...] | None = None
+    distributions: tuple[ErrorDistribution, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -192,24 +197,41 @@ def _ordered(array: np.ndarray) -> np.ndarray:
     return np.where(bits & sign, -(bits & (sign - 1)), bits)
 
 
-def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
-    """Max ULP distance between a and b, in the lower-precision type of the two."""
+def ulp_distances(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """Per element, the distance from a to b in ULPs of the lower-precision type of the two (named second):
+    0 where either is NaN (NaN mismatches are counted apart), for complex the larger of the two parts'; an
+    object array of Python ints for 64-bit integers, whose differences int64 cannot hold. None when the kinds
+    differ. The max is `compare_outputs`' ``max_ulp``; the whole array is what a report bins."""
     kind = value_kind(a.dtype)
     if kind != value_kind(b.dtype):
-        return None, None
+        return None
     low = min(a.dtype, b.dtype, key=_precision)
     a, b = a.astype(low), b.astype(low)
     parts = [(np.real(a), np.real(b)), (np.imag(a), np.imag(b))] if kind == "complex" else [(a, b)]
-    worst = 0
-    for x, y in parts:
-        if value_kind(x.dtype) == "float":
-            comparable = ~(np.isnan(x) | np.isnan(y))
-            distance = np.abs(_ordered(x[comparable]) - _ordered(y[comparable]))
-        else:
-            differ = x != y
-            distance = [abs(int(p) - int(q)) for p, q in zip(x[differ].tolist(), y[differ].tolist())]
-        worst = max([worst, *map(int, distance)])
-    return worst, xla_type_name(low)
+    distances = [_steps(x, y) for x, y in parts]
+    return (distances[0] if len(distances) == 1 else np.maximum(*distances)), xla_type_name(low)
+
+
+def _steps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`ulp_distances` of one real part."""
+    if value_kind(x.dtype) == "float":
+        comparable = ~(np.isnan(x) | np.isnan(y))
+        return np.where(comparable, np.abs(_ordered(x) - _ordered(y)), 0)
+    if x.dtype.itemsize < 8 or x.dtype == np.bool_:
+        return np.abs(x.astype(np.int64) - y.astype(np.int64))
+    distance = np.zeros(x.shape, dtype=object)
+    differ = x != y
+    distance[differ] = [abs(int(p) - int(q)) for p, q in zip(x[differ].tolist(), y[differ].tolist())]
+    return distance
+
+
+def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
+    """Max ULP distance between a and b, in the lower-precision type of the two."""
+    measured = ulp_distances(a, b)
+    if measured is None:
+        return None, None
+    distances, low = measured
+    return (int(distances.max()) if distances.size else 0), low
 
 
 def compare_outputs(
