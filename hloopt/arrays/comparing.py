@@ -95,6 +95,11 @@ class Drift:
     nan_mismatches: int
     worst_output: int | None
 
+    @property
+    def severity(self) -> tuple[int, float, float]:
+        """What ranks comparisons worst first, as `of` ranks outputs: NaN mismatches, max rel, max abs."""
+        return self.nan_mismatches, self.max_rel_err, self.max_abs_err
+
     @classmethod
     def of(cls, outputs: Sequence[OutputComparison]) -> Drift:
         ulps = [output for output in outputs if output.max_ulp is not None]
