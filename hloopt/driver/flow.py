@@ -539,51 +539,58 @@ def write_pages(
     """The HTML page of each file among `results` (a section per module), where the module was processed, so that
     its texts and plots never travel; each module records its comparison's summary for a batch's index. A page
     that cannot be written fails its modules, as an output does."""
-    from hloopt.arrays.comparing import CompareReport, Drift
-    from hloopt.viz.report import report_page
+    from hloopt.arrays.comparing import Drift
+    from hloopt.viz.report import write_report
 
     pages: dict[str, list[ModuleSection]] = {}
     owners: dict[str, list[ModuleResult]] = {}
+    refused: set[str] = set()
     for result, outcome in zip(results, outcomes):
         if result.page is None:
             continue
-        if isinstance(outcome, CompareReport):
-            result.drift, result.within_tolerance = Drift.of(outcome.outputs), outcome.ok
+        if isinstance(outcome, HloError):  # an error writes nothing: the file gets no page
+            refused.add(result.page)
+            continue
+        result.drift, result.within_tolerance = Drift.of(outcome.outputs), outcome.ok
         pages.setdefault(result.page, []).append(_section(result, outcome, options))
         owners.setdefault(result.page, []).append(result)
+    for result in results:
+        if result.page in refused:
+            pages.pop(result.page, None)
+            result.page = None
     for page, sections in pages.items():
-        command = f"hloopt run --verify-numerics --passes {options.pipeline or '(none)'} --numerics {options.numerics}"
+        command = (
+            f"hloopt run --verify-numerics: before and after {options.pipeline or 'no passes'}, under {options.numerics}"
+            f" numerics (rtol={options.rtol:g}, atol={options.atol:g})"
+        )
         try:
             if page != options.html:  # a batch member's page, in the mirrored tree
                 make_directories(Path(page).parent)
-            write_atomic(page, report_page(source_name(owners[page][0].path), sections, command))
+            write_report(page, source_name(owners[page][0].path), sections, command)
         except HloError as err:
             for module in owners[page]:
                 _failed(module, err, module.path)
                 module.page = None
 
 
-def _section(result: ModuleResult, outcome: CompareReport | HloError, options: FileOptions) -> ModuleSection:
-    """A module's part of its page: its comparison (or why there is none), its element types per layer, its
-    module as printed after the passes."""
-    from hloopt.arrays.comparing import CompareReport
+def _section(result: ModuleResult, comparison: CompareReport, options: FileOptions) -> ModuleSection:
+    """A module's part of its page: its comparison, its element types per layer, its module as printed after the
+    passes (kept, as for its output, until the comparison is done)."""
     from hloopt.driver.dtypes import auto_cast_decisions, dtype_table
     from hloopt.text.parser import parse
     from hloopt.viz.report import ModuleSection
 
-    if result.texts is None:
-        return ModuleSection(result.label, error=str(outcome) if isinstance(outcome, HloError) else None)
+    assert result.texts is not None  # compared, so kept
     source, printed = result.texts
     table = None
-    if options.pipeline is not None:
+    if options.pipeline is not None:  # the pipeline again, observed: the run kept no provenance per pass
         module = parse(source, result.label)
         table = dtype_table(module, options.pipeline, result.label, auto_cast_decisions, options.numerics)
     return ModuleSection(
         result.label,
-        comparison=outcome if isinstance(outcome, CompareReport) else None,
+        comparison=comparison,
         dtypes=None if table is None else table.to_dict(),
         printed=(("the module after the passes", printed),),
-        error=str(outcome) if isinstance(outcome, HloError) else None,
     )
 
 

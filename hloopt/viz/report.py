@@ -20,6 +20,7 @@ from hloopt.arrays.comparing import CompareReport, Drift, OutputComparison
 from hloopt.arrays.distribution import SCATTER_CAP, ErrorDistribution, ulp_bin_label
 from hloopt.arrays.tracing import TraceReport, error_said
 from hloopt.errors import HloError
+from hloopt.support.fileio import write_atomic
 
 if TYPE_CHECKING:
     from plotly.graph_objects import Figure
@@ -67,8 +68,6 @@ class ModuleSection:
     dtypes: Mapping[str, Any] | None = None
     #: (caption, HLO text) of each module shown; instruction names link to lines of the first.
     printed: tuple[tuple[str, str], ...] = ()
-    #: Why the module could not be compared, when it could not.
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -308,8 +307,6 @@ def _section(section: ModuleSection, number: int) -> str:
     prefix = f"m{number}"
     printed, anchors = _printed(section.printed, prefix)
     parts = [f'<section class="module" id="{prefix}"><h2>{_e(section.label)}</h2>']
-    if section.error is not None:
-        parts.append(f'<p class="summary">{_verdict(False, "", "error")} {_e(section.error)}</p>')
     if section.comparison is not None:
         parts += [_summary(section.comparison), _per_pass(section.comparison)]
     if section.dtypes is not None:
@@ -325,7 +322,6 @@ def _section(section: ModuleSection, number: int) -> str:
 def _data(section: ModuleSection) -> dict[str, Any]:
     return {
         "label": section.label,
-        "error": section.error,
         "comparison": None if section.comparison is None else section.comparison.to_dict(),
         "trace": None if section.trace is None else section.trace.to_dict(),
         "dtypes": section.dtypes,
@@ -359,6 +355,11 @@ def report_page(title: str, sections: Sequence[ModuleSection], command: str | No
 
         scripts = f'<script type="text/javascript">{get_plotlyjs()}</script>'
     return _page(title, "".join(body), scripts)
+
+
+def write_report(path: str, title: str, sections: Sequence[ModuleSection], command: str | None = None) -> None:
+    """`report_page` written whole at `path` (the project's one writer), or not at all."""
+    write_atomic(path, report_page(title, sections, command))
 
 
 def worst_first(entries: Sequence[IndexEntry]) -> list[IndexEntry]:
