@@ -39,14 +39,14 @@ def value_kind(dtype: np.dtype) -> str:
         return "int"
 
 
-def _wide(array: np.ndarray) -> np.ndarray:
+def widened(array: np.ndarray) -> np.ndarray:
     """float64 (complex128) values: every type XLA has widens into them exactly, bar >2^53 ints."""
     return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise: equal value and sign (so -0 ≠ +0), or both NaN."""
-    wa, wb = _wide(a), _wide(b)
+    wa, wb = widened(a), widened(b)
     return ((wa == wb) & (np.signbit(np.real(wa)) == np.signbit(np.real(wb)))) | (np.isnan(wa) & np.isnan(wb))
 
 
@@ -190,16 +190,20 @@ def _precision(dtype: np.dtype) -> tuple[int, int]:
     return 1, 0
 
 
-def _ordered(array: np.ndarray) -> np.ndarray:
-    """Float bit patterns mapped to integers whose difference counts ULPs (+0 and -0 meet)."""
+def _float_steps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """How many representable values apart x and y are, elementwise, as uint64 (+0 and -0 meet): sign and
+    magnitude bits apart, so that no 64-bit subtraction can overflow (a magnitude is under 2^63)."""
     import ml_dtypes
 
-    info = ml_dtypes.finfo(array.dtype)
-    bits = array.view(f"u{array.dtype.itemsize}").astype(np.int64)
+    info = ml_dtypes.finfo(x.dtype)
+    ux = x.view(f"u{x.dtype.itemsize}").astype(np.uint64)
+    uy = y.view(f"u{y.dtype.itemsize}").astype(np.uint64)
     if float(info.min) > 0:  # unsigned format: no sign bit
-        return bits
-    sign = 1 << (int(info.bits) - 1)
-    return np.where(bits & sign, -(bits & (sign - 1)), bits)
+        return np.where(ux > uy, ux - uy, uy - ux)
+    sign = np.uint64(1) << np.uint64(int(info.bits) - 1)
+    mx, my = ux & (sign - np.uint64(1)), uy & (sign - np.uint64(1))
+    apart = np.where(mx > my, mx - my, my - mx)
+    return np.where((ux & sign) == (uy & sign), apart, mx + my)
 
 
 def ulp_distances(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, str] | None:
@@ -221,7 +225,7 @@ def _steps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """`ulp_distances` of one real part."""
     if value_kind(x.dtype) == "float":
         comparable = ~(np.isnan(x) | np.isnan(y))
-        return np.where(comparable, np.abs(_ordered(x) - _ordered(y)), 0)
+        return np.where(comparable, _float_steps(x, y), np.uint64(0))
     if x.dtype.itemsize < 8 or x.dtype == np.bool_:
         return np.abs(x.astype(np.int64) - y.astype(np.int64))
     distance = np.zeros(x.shape, dtype=object)
@@ -246,7 +250,7 @@ def compare_outputs(
     if a.shape != b.shape:
         raise ExecutionError(f"output {index}: shapes differ, {list(a.shape)} vs {list(b.shape)}")
     bit_identical = a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    wa, wb = _wide(a), _wide(b)
+    wa, wb = widened(a), widened(b)
     nan_a, nan_b = np.isnan(wa), np.isnan(wb)
     nan_mismatch = nan_a ^ nan_b
     equal = (wa == wb) | (nan_a & nan_b)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hloopt.arrays.comparing import ulp_distances, value_kind
+from hloopt.arrays.comparing import ulp_distances, widened
 
 #: The most (A, B) pairs kept for the scatter plot of an output, evenly strided over it, its worst element added.
 SCATTER_CAP = 5000
@@ -32,8 +32,8 @@ def ulp_bin_label(index: int) -> str:
 @dataclass(frozen=True)
 class ErrorDistribution:
     """Output `index`: how many of its elements are each number of ULPs from A (`ulp_counts` per bin of
-    `ulp_bin_label`, trailing empty bins dropped; empty when A's and B's kinds differ; NaN mismatches are
-    `OutputComparison`'s), and up to `SCATTER_CAP` of its (A, B) value pairs, finite ones only (real parts of complex values)."""
+    `ulp_bin_label`, trailing empty bins dropped, the elements NaN on one side only left out: they are
+    `OutputComparison.nan_mismatches`; empty when A's and B's kinds differ), and up to `SCATTER_CAP` of its (A, B) value pairs, finite ones only (real parts of complex values)."""
 
     index: int
     elements: int
@@ -66,18 +66,17 @@ def _bins(distances: np.ndarray) -> tuple[int, ...]:
     return tuple(int(c) for c in counts[:used])
 
 
-def _real(array: np.ndarray) -> np.ndarray:
-    return np.real(array).astype(np.float64) if value_kind(array.dtype) == "complex" else array.astype(np.float64)
-
-
 def distribution(
     index: int, a: np.ndarray, b: np.ndarray, worst: tuple[int, ...] | None = None, cap: int = SCATTER_CAP
 ) -> ErrorDistribution:
     """Output `index`'s distribution of error (B against the reference A, the same shape), its scatter sample
     strided to at most `cap` pairs, with element `worst` (`OutputComparison.worst_index`) always among them."""
+    wide_a, wide_b = widened(a), widened(b)
     measured = ulp_distances(a, b)
-    counts = () if measured is None else _bins(measured[0])
-    wa, wb = _real(a).ravel(), _real(b).ravel()
+    counts: tuple[int, ...] = ()
+    if measured is not None:  # a NaN on one side only is not a number of ULPs
+        counts = _bins(measured[0][~(np.isnan(wide_a) ^ np.isnan(wide_b))])
+    wa, wb = np.real(wide_a).ravel(), np.real(wide_b).ravel()
     stride = max(1, -(-wa.size // cap))
     taken = np.arange(0, wa.size, stride)
     if worst is not None and wa.size:
