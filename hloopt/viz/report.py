@@ -103,7 +103,7 @@ def _verdict(ok: bool, good: str, bad: str) -> str:
 
 def _json_script(element_id: str, data: object) -> str:
     """Machine-readable data in the page, safe inside <script> (no ``</`` can close it)."""
-    text = json.dumps(data).replace("</", "<\\/").replace("<!--", "<\\!--")
+    text = json.dumps(data).replace("<", "\\u003c")  # no "</script>" or "<!--" can close or hide it
     return f'<script type="application/json" id="{_e(element_id)}">{text}</script>'
 
 
