@@ -303,10 +303,10 @@ def _printed(printed: Sequence[tuple[str, str]], prefix: str) -> tuple[str, dict
     return "".join(parts), anchors
 
 
-def _section(section: ModuleSection, number: int) -> str:
+def _section(section: ModuleSection, number: int, headed: bool) -> str:
     prefix = f"m{number}"
     printed, anchors = _printed(section.printed, prefix)
-    parts = [f'<section class="module" id="{prefix}"><h2>{_e(section.label)}</h2>']
+    parts = [f'<section class="module" id="{prefix}">' + (f"<h2>{_e(section.label)}</h2>" if headed else "")]
     if section.comparison is not None:
         parts += [_summary(section.comparison), _per_pass(section.comparison)]
     if section.dtypes is not None:
@@ -346,7 +346,7 @@ def report_page(title: str, sections: Sequence[ModuleSection], command: str | No
         body.append(f'<p class="note">{_e(command)}</p>')
     if len(sections) > 1:
         body.append("<nav>" + "".join(f'<a href="#m{i}">{_e(s.label)}</a>' for i, s in enumerate(sections)) + "</nav>")
-    body += [_section(section, number) for number, section in enumerate(sections)]
+    body += [_section(section, number, len(sections) > 1) for number, section in enumerate(sections)]
     body.append(_json_script("hloopt-report", [_data(section) for section in sections]))
     plotted = any(s.comparison is not None and s.comparison.distributions for s in sections)
     scripts = ""
