@@ -494,8 +494,10 @@ def _run_file(input_path: str, batch: BatchOptions, dask_scheduler: str | None) 
             if options.per_pass:
                 click.echo(comparison.render_per_pass(), err=True)
             over = over or not comparison.ok
-        if options.html is not None and not errors:
-            click.echo(f"hloopt: HTML report: {options.html}", err=True)
+        if options.html is not None and not errors:  # a page that could not be written failed its modules
+            errors += [module.exception for module in modules if module.page is None and module.exception]
+            if not errors:
+                click.echo(f"hloopt: HTML report: {options.html}", err=True)
         exit_on_errors(errors)
         if over:
             sys.exit(1)

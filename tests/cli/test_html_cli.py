@@ -54,3 +54,16 @@ def test_a_batch_html_that_is_a_file_is_refused(tmp_path: Path) -> None:
     result = invoke("run", tmp_path / "in", "--passes", "all", "--verify-numerics", "--check", "--html", taken)
     assert result.exit_code == 2 and f"hloopt: error: {taken}" in result.stderr
     assert taken.read_text() == ""
+
+
+@pytest.mark.slow
+def test_a_split_file_is_one_page_with_a_section_per_chunk(tmp_path: Path) -> None:
+    module = tmp_path / "two.hlo"
+    module.write_text(INT8.read_text() + "\n// -----\n\n" + INT8.read_text())
+    page = tmp_path / "r.html"
+    args = ["run", module, "--split-input-file", "--passes", "all", "--verify-numerics", "--html", page]
+    result = invoke(*args, "-o", tmp_path / "out.hlo")
+    assert result.exit_code == 0, result.stderr
+    text = page.read_text()
+    assert text.count('<table class="outputs">') == 2 and text.count('<section class="module"') == 2
+    assert f'<a href="#m0">{module}:' in text and f'<a href="#m1">{module}:' in text  # a link per chunk
