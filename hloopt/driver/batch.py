@@ -339,6 +339,15 @@ def run(
     return report
 
 
+def html_page(job: Job, root: str | None) -> str | None:
+    """Where a batch member's HTML page goes: its path below its directory INPUT (a file INPUT's from the
+    current directory, ``..`` spelled ``__``), plus ``.html``, under the ``--html`` directory `root`."""
+    if root is None:
+        return None
+    parts = ["__" if part == ".." else part for part in job.key.parts]
+    return str(Path(root, *parts)) + ".html"
+
+
 def write_index(root: str, files: Sequence[FileResult]) -> str:
     """``index.html`` in the ``--html`` directory `root`: every file of the batch, worst error first, linked to
     its page (written by the worker that compared it); returns its path."""
@@ -468,6 +477,8 @@ def _work(job: Job, options: FileOptions) -> FileResult:
             return Skipped(job.name, [], reason=reason)
     result = process_file(job, options)
     if options.verify_numerics:
+        for module in result.modules:
+            module.page = html_page(job, options.html)
         verify_numerics(result.modules, options, _comparisons())
     for module in result.modules:
         module.exception = None

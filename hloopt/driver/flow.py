@@ -144,8 +144,8 @@ class ModuleResult:
     #: With --verify-numerics: the file's output, held back until its modules' comparisons are done
     #: (`compare_numerics` writes it, or not); shared by the modules of one file.
     pending: Output | None = field(default=None, repr=False, compare=False)
-    #: With --html: the page of the module's file (`html_page`), and, once it is written, the comparison's
-    #: summary, which a batch's index sorts by (neither is in ``--report``).
+    #: With --html: the page of the module's file (``--html``, or a batch member's `batch.html_page`), and,
+    #: once it is written, the comparison's summary, which a batch's index sorts by (neither is in ``--report``).
     page: str | None = None
     drift: Drift | None = None
     within_tolerance: bool | None = None
@@ -244,17 +244,10 @@ def process_file(job: Job, options: FileOptions, pool: IsolatedPool | None = Non
             _failed(module, err, job.name)
     if len(file.modules) == 1:  # a file of one module: the file's time is the module's
         file.modules[0].seconds = round(time.perf_counter() - start, 4)
-    for module in file.modules:
-        module.page = html_page(job, options)
+    if options.verify_numerics and options.html is not None:  # a batch member's is named by the batch
+        for module in file.modules:
+            module.page = options.html
     return file
-
-
-def html_page(job: Job, options: FileOptions) -> str | None:
-    """Where `job`'s HTML report goes: a lone file's is ``--html`` itself, a batch member's is its relative path
-    plus ``.html`` under the ``--html`` directory; None without ``--html`` and ``--verify-numerics``."""
-    root = options.html if options.verify_numerics else None
-    page = job.below(root)
-    return page if page is None or job.relative is None else page + ".html"
 
 
 def _failed(result: ModuleResult, err: Exception, name: str) -> None:

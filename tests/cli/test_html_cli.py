@@ -67,3 +67,14 @@ def test_a_split_file_is_one_page_with_a_section_per_chunk(tmp_path: Path) -> No
     text = page.read_text()
     assert text.count('<table class="outputs">') == 2 and text.count('<section class="module"') == 2
     assert f'<a href="#m0">{module}:' in text and f'<a href="#m1">{module}:' in text  # a link per chunk
+
+
+def test_a_batch_member_s_page_is_its_path_below_the_html_directory() -> None:
+    from pathlib import PurePosixPath
+
+    from hloopt.driver.batch import html_page
+    from hloopt.driver.flow import Job
+
+    assert html_page(Job("in/a/b.hlo", PurePosixPath("a/b.hlo")), "pages") == str(Path("pages/a/b.hlo.html"))
+    assert html_page(Job("../x/m.pb"), "pages") == str(Path("pages/__/x/m.pb.html"))  # a file INPUT, kept inside
+    assert html_page(Job("m.hlo"), None) is None
