@@ -4,6 +4,7 @@ it cannot draw (exit 2, no traceback, nothing written)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,15 @@ def test_a_batch_member_s_page_is_its_path_below_the_html_directory() -> None:
     assert html_page(Job("in/a/b.hlo", PurePosixPath("a/b.hlo")), "pages") == str(Path("pages/a/b.hlo.html"))
     assert html_page(Job("../x/m.pb"), "pages") == str(Path("pages/__/x/m.pb.html"))  # a file INPUT, kept inside
     assert html_page(Job("m.hlo"), None) is None
+
+
+@pytest.mark.slow
+def test_a_snapshot_against_its_recorded_result(jax_snapshots: dict[str, Path], tmp_path: Path) -> None:
+    """``compare SNAPSHOT --html``: the plots come from the recorded result and the run, in the worker."""
+    page = tmp_path / "r.html"
+    result = invoke("compare", jax_snapshots["bf16_matmul"], "--passes", "all", "--json", "--html", page)
+    assert result.exit_code in (0, 1), result.stderr
+    text = page.read_text()
+    for output in json.loads(result.stdout)["outputs"]:
+        assert f'id="m0-hist-{output["index"]}"' in text and f'id="m0-scatter-{output["index"]}"' in text
+    assert "(recorded) against" in text
