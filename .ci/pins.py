@@ -1,4 +1,4 @@
-"""Print a pip constraints file: every package ``pip install -e '.[test,dask]'`` brings in (read from this
+"""Print a pip constraints file: every package ``pip install -e '.[test,dask,viz]'`` brings in (read from this
 checkout's pyproject.toml, then the installed packages' own requirements), at the version this interpreter has.
 Run it with each CI Python to move the pins on purpose:
 ``python .ci/pins.py > .ci/constraints-py311.txt``, ``.ci/venv-py312/bin/python .ci/pins.py > .ci/constraints-py312.txt``.
@@ -14,7 +14,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-EXTRAS = ("test", "dask")
+EXTRAS = ("test", "dask", "viz")
 
 
 def closure(requirements: list[Requirement]) -> dict[str, str]:

@@ -26,7 +26,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "arrays": frozenset({"errors", "support", "ir"}),
     "passes": frozenset({"errors", "support", "ir", "analysis", "cast_engine"}),
     "xla": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays"}),
-    "driver": frozenset({"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays", "xla"}),
+    "driver": frozenset(
+        {"errors", "support", "ir", "text", "analysis", "passes", "cast_engine", "arrays", "xla", "viz"}
+    ),
     "viz": frozenset({"errors", "support", "ir", "analysis", "arrays", "passes"}),
     "cli": frozenset(
         {

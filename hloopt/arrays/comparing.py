@@ -12,12 +12,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hloopt.arrays import ExecutionError, rendering
 from hloopt.ir.element_types import BY_NAME, PRIMITIVE_TYPES, numpy_dtype
+
+if TYPE_CHECKING:
+    from hloopt.arrays.distribution import ErrorDistribution
 
 
 def value_kind(dtype: np.dtype) -> str:
@@ -36,14 +39,14 @@ def value_kind(dtype: np.dtype) -> str:
         return "int"
 
 
-def _wide(array: np.ndarray) -> np.ndarray:
+def widened(array: np.ndarray) -> np.ndarray:
     """float64 (complex128) values: every type XLA has widens into them exactly, bar >2^53 ints."""
     return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise: equal value and sign (so -0 ≠ +0), or both NaN."""
-    wa, wb = _wide(a), _wide(b)
+    wa, wb = widened(a), widened(b)
     return ((wa == wb) & (np.signbit(np.real(wa)) == np.signbit(np.real(wb)))) | (np.isnan(wa) & np.isnan(wb))
 
 
@@ -92,6 +95,11 @@ class Drift:
     nan_mismatches: int
     worst_output: int | None
 
+    @property
+    def severity(self) -> tuple[int, float, float]:
+        """What ranks comparisons worst first, as `of` ranks outputs: NaN mismatches, max rel, max abs."""
+        return self.nan_mismatches, self.max_rel_err, self.max_abs_err
+
     @classmethod
     def of(cls, outputs: Sequence[OutputComparison]) -> Drift:
         ulps = [output for output in outputs if output.max_ulp is not None]
@@ -125,7 +133,8 @@ class CompareReport:
     """Per-output comparison; `seed` is None when the inputs were given.
 
     `warnings` are the emulation's (``neuron`` numerics), each once; `per_pass` has a row per
-    pass that changed the module when `compare_passes` made the report, else None.
+    pass that changed the module when `compare_passes` made the report, else None; `distributions` has each
+    output's binned error and scatter sample when the run was asked for them (an HTML report), else None.
     """
 
     outputs: tuple[OutputComparison, ...]
@@ -134,6 +143,7 @@ class CompareReport:
     seed: int | None
     warnings: tuple[str, ...] = ()
     per_pass: tuple[PassRow, ...] | None = None
+    distributions: tuple[ErrorDistribution, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -180,36 +190,57 @@ def _precision(dtype: np.dtype) -> tuple[int, int]:
     return 1, 0
 
 
-def _ordered(array: np.ndarray) -> np.ndarray:
-    """Float bit patterns mapped to integers whose difference counts ULPs (+0 and -0 meet)."""
+def _float_steps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """How many representable values apart x and y are, elementwise, as uint64 (+0 and -0 meet): sign and
+    magnitude bits apart, so that no 64-bit subtraction can overflow (a magnitude is under 2^63)."""
     import ml_dtypes
 
-    info = ml_dtypes.finfo(array.dtype)
-    bits = array.view(f"u{array.dtype.itemsize}").astype(np.int64)
+    info = ml_dtypes.finfo(x.dtype)
+    ux = x.view(f"u{x.dtype.itemsize}").astype(np.uint64)
+    uy = y.view(f"u{y.dtype.itemsize}").astype(np.uint64)
     if float(info.min) > 0:  # unsigned format: no sign bit
-        return bits
-    sign = 1 << (int(info.bits) - 1)
-    return np.where(bits & sign, -(bits & (sign - 1)), bits)
+        return np.where(ux > uy, ux - uy, uy - ux)
+    sign = np.uint64(1) << np.uint64(int(info.bits) - 1)
+    mx, my = ux & (sign - np.uint64(1)), uy & (sign - np.uint64(1))
+    apart = np.where(mx > my, mx - my, my - mx)
+    return np.where((ux & sign) == (uy & sign), apart, mx + my)
+
+
+def ulp_distances(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """Per element, the distance from a to b in ULPs of the lower-precision type of the two (named second):
+    0 where either is NaN (NaN mismatches are counted apart), for complex the larger of the two parts'; an
+    object array of Python ints for 64-bit integers, whose differences int64 cannot hold. None when the kinds
+    differ. The max is `compare_outputs`' ``max_ulp``; the whole array is what a report bins."""
+    kind = value_kind(a.dtype)
+    if kind != value_kind(b.dtype):
+        return None
+    low = min(a.dtype, b.dtype, key=_precision)
+    a, b = a.astype(low), b.astype(low)
+    parts = [(np.real(a), np.real(b)), (np.imag(a), np.imag(b))] if kind == "complex" else [(a, b)]
+    distances = [_steps(x, y) for x, y in parts]
+    return (distances[0] if len(distances) == 1 else np.maximum(*distances)), xla_type_name(low)
+
+
+def _steps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`ulp_distances` of one real part."""
+    if value_kind(x.dtype) == "float":
+        comparable = ~(np.isnan(x) | np.isnan(y))
+        return np.where(comparable, _float_steps(x, y), np.uint64(0))
+    if x.dtype.itemsize < 8 or x.dtype == np.bool_:
+        return np.abs(x.astype(np.int64) - y.astype(np.int64))
+    distance = np.zeros(x.shape, dtype=object)
+    differ = x != y
+    distance[differ] = [abs(int(p) - int(q)) for p, q in zip(x[differ].tolist(), y[differ].tolist())]
+    return distance
 
 
 def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
     """Max ULP distance between a and b, in the lower-precision type of the two."""
-    kind = value_kind(a.dtype)
-    if kind != value_kind(b.dtype):
+    measured = ulp_distances(a, b)
+    if measured is None:
         return None, None
-    low = min(a.dtype, b.dtype, key=_precision)
-    a, b = a.astype(low), b.astype(low)
-    parts = [(np.real(a), np.real(b)), (np.imag(a), np.imag(b))] if kind == "complex" else [(a, b)]
-    worst = 0
-    for x, y in parts:
-        if value_kind(x.dtype) == "float":
-            comparable = ~(np.isnan(x) | np.isnan(y))
-            distance = np.abs(_ordered(x[comparable]) - _ordered(y[comparable]))
-        else:
-            differ = x != y
-            distance = [abs(int(p) - int(q)) for p, q in zip(x[differ].tolist(), y[differ].tolist())]
-        worst = max([worst, *map(int, distance)])
-    return worst, xla_type_name(low)
+    distances, low = measured
+    return (int(distances.max()) if distances.size else 0), low
 
 
 def compare_outputs(
@@ -219,7 +250,7 @@ def compare_outputs(
     if a.shape != b.shape:
         raise ExecutionError(f"output {index}: shapes differ, {list(a.shape)} vs {list(b.shape)}")
     bit_identical = a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    wa, wb = _wide(a), _wide(b)
+    wa, wb = widened(a), widened(b)
     nan_a, nan_b = np.isnan(wa), np.isnan(wb)
     nan_mismatch = nan_a ^ nan_b
     equal = (wa == wb) | (nan_a & nan_b)

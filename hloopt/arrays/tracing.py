@@ -231,13 +231,15 @@ class TraceReport:
         if first is None:
             lines.append("no instruction's local error is over tolerance")
         else:
-            lines.append(f"first local error over tolerance: %{first.a} (B: %{first.b}): {_said(first.local)}")
+            lines.append(f"first local error over tolerance: %{first.a} (B: %{first.b}): {error_said(first.local)}")
         ranked = self.ranked()
         if ranked:
             lines.append(f"largest local errors (top {self.top}), by op_name scope:")
             for scope, members in ranked:
                 lines.append(f"  {scope or '(no op_name)'}:")
-                lines += [f"    %{t.a}: local {_said(t.local)}; propagated {_said(t.propagated)}" for t in members]
+                lines += [
+                    f"    %{t.a}: local {error_said(t.local)}; propagated {error_said(t.propagated)}" for t in members
+                ]
         for output in self.outputs:
             said = f"output {output.index}: "
             if output.instruction is None:
@@ -262,7 +264,8 @@ def _rel(error: OutputComparison | None) -> float:
     return 0.0 if error is None else error.max_rel_err
 
 
-def _said(error: OutputComparison | None) -> str:
+def error_said(error: OutputComparison | None) -> str:
+    """An instruction's error in a few words, as `render` and the HTML report say it."""
     if error is None:
         return "not recomputed"
     if error.bit_identical:

@@ -119,6 +119,24 @@ def _numerics_sides_option(help: str) -> Callable[[F], F]:
     )
 
 
+def html_option(what: str) -> Callable[[F], F]:
+    """``--html PAGE`` of a command that reports `what`."""
+    return click.option(
+        "--html",
+        metavar="PAGE",
+        help=f"Also write a self-contained HTML report: {what} and the modules' text (needs hloopt[viz]).",
+    )
+
+
+def check_html(path: str | None) -> None:
+    """Refuse --html before anything runs: plotly missing, or a page that could not be written."""
+    if path is not None:
+        from hloopt.viz.report import require_plotly
+
+        require_plotly()
+        check_output(path)
+
+
 def _echo_warnings(warnings: Sequence[str]) -> None:
     for warning in warnings:
         click.echo(f"hloopt: warning: {warning}", err=True)
@@ -239,12 +257,13 @@ def _compare_recorded(
     passes: str | None,
     numerics: Numerics,
     inputs: list[np.ndarray] | None,
-    limits: tuple[float, float, int],
+    limits: tuple[float, float, int, bool],
     timeout: float,
     pool: IsolatedPool,
 ) -> CompareReport | HloError:
     """``compare SNAPSHOT``: the snapshot's module (after `passes`, under `numerics`) run on its arguments
-    (or --inputs) in a worker, against the result it recorded; `limits` are rtol, atol and max bytes."""
+    (or --inputs) in a worker, against the result it recorded; `limits` are rtol, atol, max bytes and whether to
+    keep each output's error distribution."""
     module = _after_passes(source, passes, numerics)
     prepared = _prepared(module, numerics, path)
     if isinstance(prepared, HloError):
@@ -347,6 +366,7 @@ def _summary(leaf: ArrayShape, array: np.ndarray) -> str:
 )
 @_max_bytes_option
 @_split_option
+@html_option("the comparison table, each output's error histogram in ULPs and B against A")
 @neuron_cc_options("B's copy (A is the reference)")
 @timeout_option("reading a .pb or .mlir A or B, compiling and running one pair of modules")
 @reports_errors
@@ -362,6 +382,7 @@ def compare_command(
     numerics: tuple[Numerics, Numerics],
     max_bytes: int,
     split_input_file: bool,
+    html: str | None,
     neuron_cc_flags: str | None,
     neuron_compiler: Compiler | None,
     timeout: float,
@@ -376,6 +397,8 @@ def compare_command(
     """
     if b_path is None and split_input_file:
         raise click.UsageError("a lone A is a snapshot, one module: it does not go with --split-input-file")
+    check_html(html)
+    drawn = html is not None
     b_passes = _auto_cast(neuron_cc_flags, neuron_compiler)
     with IsolatedPool(2) as pool:
         pool.start(1)  # one worker imports jax while this process reads and splits the modules (as exec)
@@ -385,10 +408,12 @@ def compare_command(
             source = _recorded_source(a_modules[0], a_path)
             b_pipeline = ",".join(spec for spec in (passes, b_passes) if spec) or None  # run in registry order
             result = _compare_recorded(
-                source, a_path, b_pipeline, numerics[1], inputs, (rtol, atol, max_bytes), timeout, pool
+                source, a_path, b_pipeline, numerics[1], inputs, (rtol, atol, max_bytes, drawn), timeout, pool
             )
             after = a_path if passes is None else f"{a_path} after {passes}"
-            _report_comparisons([result], [(f"{a_path} (recorded)", after)], as_json, split_input_file=False)
+            labels = [(f"{a_path} (recorded)", after)]
+            _write_html(html, [result], labels, [[(after, source.text)]])
+            _report_comparisons([result], labels, as_json, split_input_file=False)
             return
         b_modules = [_after_passes(b, passes, numerics[1]) for b in _modules(b_path, split_input_file, timeout, pool)]
         if len(a_modules) != len(b_modules):
@@ -402,7 +427,8 @@ def compare_command(
         ]
         ready = [index for index, sides in enumerate(prepared_pairs) if isinstance(sides, list)]
         calls = [
-            (prepared_pairs[i], _inputs(inputs, a_modules[i], b_modules[i]), rtol, atol, seed, max_bytes) for i in ready
+            (prepared_pairs[i], _inputs(inputs, a_modules[i], b_modules[i]), rtol, atol, seed, max_bytes, drawn)
+            for i in ready
         ]
         pairs = [f"{a_modules[index].label} against {b_modules[index].label}" for index in ready]
         ran = dict(zip(ready, pool.map(compare_prepared, calls, timeout=limit(timeout), labels=pairs)))
@@ -416,7 +442,33 @@ def compare_command(
             in_chunk(r, f"{a} against {b}", a_path, b_path) if isinstance(r, HloError) else r
             for (a, b), r in zip(labels, results)
         ]
+    texts = [[(f"A: {a.label}", a.text), (f"B: {b.label}", b.text)] for a, b in zip(a_modules, b_modules)]
+    _write_html(html, results, labels, texts)
     _report_comparisons(results, labels, as_json, split_input_file)
+
+
+def _write_html(
+    path: str | None,
+    results: Sequence[CompareReport | HloError],
+    labels: Sequence[tuple[str, str]],
+    texts: Sequence[Sequence[tuple[str, str]]],
+) -> None:
+    """``compare --html``: a section per pair compared (a split file's chunks each), with A's and B's text; none
+    when a comparison failed (an error writes nothing, as for ``run``'s outputs)."""
+    if path is None or any(isinstance(result, HloError) for result in results):
+        return
+    from hloopt.viz.report import ModuleSection, write_report
+
+    sections = [
+        ModuleSection(
+            f"{a} against {b}",
+            comparison=result if isinstance(result, CompareReport) else None,
+            printed=tuple(printed),
+        )
+        for (a, b), result, printed in zip(labels, results, texts)
+    ]
+    write_report(path, f"hloopt compare: {labels[0][0]} against {labels[0][1]}", sections)
+    click.echo(f"hloopt: HTML report: {path}", err=True)
 
 
 def _report_comparisons(

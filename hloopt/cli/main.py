@@ -23,7 +23,7 @@ import click
 from hloopt import __version__
 from hloopt.errors import HloError
 from hloopt.passes.neuron_cc_flags import COMPILERS, Compiler, flags_text, parse_neuron_cc_flags
-from hloopt.support.fileio import discard_partial_writes
+from hloopt.support.fileio import check_output, discard_partial_writes
 from hloopt.support.tolerances import VERIFY_ATOL, VERIFY_RTOL
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT
 
@@ -275,6 +275,13 @@ def main() -> None:
     "and against the module before that pass (also in --report).",
 )
 @click.option(
+    "--html",
+    metavar="PAGE",
+    help="With --verify-numerics: a self-contained HTML report (summary, per-pass and per-layer tables, each "
+    "output's error plots, the printed module); for a batch a directory, a page per file and index.html "
+    "(needs hloopt[viz]).",
+)
+@click.option(
     "--rtol", type=float, default=VERIFY_RTOL, show_default=True, help="Relative tolerance for --verify-numerics."
 )
 @click.option(
@@ -351,6 +358,10 @@ def run(inputs: tuple[str, ...], dask_scheduler: str | None, **given: Any) -> No
     if options.in_place and ("-" in inputs or options.output is not None):
         raise click.UsageError("--in-place writes over INPUT: it needs a file or directory INPUT and no -o")
     _refuse_options_without_effect(click.get_current_context(), options)
+    if options.html is not None:
+        from hloopt.viz.report import require_plotly
+
+        require_plotly()
     if options.split_input_file and options.output_format not in (None, "hlo"):
         raise click.UsageError(
             f"--split-input-file writes its chunks back as HLO text; --output-format {options.output_format} "
@@ -381,6 +392,7 @@ _NEEDS: tuple[tuple[str, Callable[[FileOptions], bool], str], ...] = (
         lambda o: o.verify_numerics,
         "--per-pass compares the module after each pass: it needs --verify-numerics",
     ),
+    ("html", lambda o: o.verify_numerics, "--html draws what --verify-numerics found: it needs --verify-numerics"),
     ("rtol", lambda o: o.verify_numerics, "--rtol is a tolerance of --verify-numerics: it needs --verify-numerics"),
     ("atol", lambda o: o.verify_numerics, "--atol is a tolerance of --verify-numerics: it needs --verify-numerics"),
     (
@@ -448,6 +460,8 @@ def _run_file(input_path: str, batch: BatchOptions, dask_scheduler: str | None) 
         options = replace(options, output=None)
     elif options.output is not None and input_path != "-" and same_file(input_path, options.output):
         raise HloError(f"{options.output}: is the input file; use --in-place to overwrite it")
+    if options.html is not None:
+        check_output(options.html)
     with paused_gc():  # the collector is the program's to pause: library calls leave it alone
         file = process_file(Job(input_path), options)
     modules = file.modules
@@ -485,6 +499,10 @@ def _run_file(input_path: str, batch: BatchOptions, dask_scheduler: str | None) 
             if options.per_pass:
                 click.echo(comparison.render_per_pass(), err=True)
             over = over or not comparison.ok
+        if options.html is not None and not errors:  # a page that could not be written failed its modules
+            errors += [module.exception for module in modules if module.page is None and module.exception]
+            if not errors:
+                click.echo(f"hloopt: HTML report: {options.html}", err=True)
         exit_on_errors(errors)
         if over:
             sys.exit(1)
@@ -537,6 +555,8 @@ def _run_batch(inputs: Sequence[str], options: BatchOptions, dask_scheduler: str
         click.echo(line, err=True)
     if options.report_path is not None:
         write_atomic(options.report_path, report.to_json(data))
+    if options.file.html is not None:
+        click.echo(f"hloopt: HTML report: {os.path.join(options.file.html, 'index.html')}", err=True)
     sys.exit(0 if report.report_ok(data) else 1)
 
 

@@ -25,6 +25,8 @@ from hloopt.cli.execution import (
     _modules,
     _numerics_sides_option,
     _seed_option,
+    check_html,
+    html_option,
 )
 from hloopt.cli.main import neuron_cc_options, reports_errors, timeout_option
 from hloopt.errors import HloError
@@ -60,6 +62,7 @@ from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
 @click.option("--top", default=TRACE_TOP, show_default=True, help="How many instructions to list by local error.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON (docs/trace-json.md).")
 @_max_bytes_option
+@html_option("the worst instructions by scope, each linked to its line of A, and each output's path back")
 @neuron_cc_options("B (A after them, without B)")
 @timeout_option("reading a .pb or .mlir A or B, and the whole trace")
 @reports_errors
@@ -76,6 +79,7 @@ def trace_command(
     top: int,
     as_json: bool,
     max_bytes: int,
+    html: str | None,
     neuron_cc_flags: str | None,
     neuron_compiler: Compiler | None,
     timeout: float,
@@ -92,6 +96,9 @@ def trace_command(
     if b_path is not None and (passes or auto_cast):
         raise click.UsageError("B is given, or made from A by --passes or --neuron-cc-flags: not both")
     passes = ",".join(spec for spec in (passes, auto_cast) if spec) or None  # run in registry order, as compare
+    if html is not None and (nan or bisect):
+        raise click.UsageError("--html draws the trace of local and propagated error: not with --nan or --bisect")
+    check_html(html)
     if bisect:
         _bisect(a_path, passes, numerics[1], inputs_path, seed, max_bytes, timeout, as_json)
     job = TraceRun(a_path, b_path, passes, numerics, inputs_path, seed, max_bytes, top, reference, nan)
@@ -104,6 +111,13 @@ def trace_command(
         sys.exit(0 if result is None else 1)
     assert isinstance(result, TraceReport)
     _echo_warnings(result.warnings)
+    if html is not None:
+        from hloopt.viz.report import ModuleSection, write_report
+
+        printed = ((f"A: {a_path}", a.text), *(((f"B: {b_path}", b.text),) if b_path else ()))
+        section = ModuleSection(f"{a_path} against {b_label}", trace=result, printed=printed)
+        write_report(html, f"hloopt trace: {a_path} against {b_label}", [section])
+        click.echo(f"hloopt: HTML report: {html}", err=True)
     click.echo(result.to_json() if as_json else result.render())
     sys.exit(0 if result.ok else 1)
 

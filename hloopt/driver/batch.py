@@ -223,6 +223,8 @@ def check_options(inputs: Sequence[str], batch: BatchOptions) -> BatchOptions:
     # Checked before any module is processed, so a bad path costs nothing and leaves nothing written.
     if batch.report_path is not None:
         check_output(batch.report_path)
+    if options.html is not None and options.verify_numerics:
+        check_output(options.html, directory=True)
     if options.dump_dir is not None and options.pipeline is not None:
         check_output(options.dump_dir, directory=True)
     if options.check and options.output is not None:
@@ -327,10 +329,54 @@ def run(
         jobs = plan(inputs, batch)
     workers = batch.jobs or os.cpu_count() or 1
     start = time.perf_counter()
+    if batch.file.html is not None and batch.file.verify_numerics:
+        make_directories(batch.file.html)
     files = run_batch(jobs, batch.file, workers, advance, executor, max_in_flight)
+    if batch.file.html is not None and batch.file.verify_numerics:
+        write_index(batch.file.html, files)
     report = BatchReport(list(inputs), batch, files)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def html_page(job: Job, root: str | None) -> str | None:
+    """Where a batch member's HTML page goes: its path below its directory INPUT (a file INPUT's from the
+    current directory, ``..`` spelled ``__``), plus ``.html``, under the ``--html`` directory `root`."""
+    if root is None:
+        return None
+    parts = ["__" if part == ".." else part for part in job.key.parts]
+    return str(Path(root, *parts)) + ".html"
+
+
+def write_index(root: str, files: Sequence[FileResult]) -> str:
+    """``index.html`` in the ``--html`` directory `root`: every file of the batch, worst error first, linked to
+    its page (written by the worker that compared it); returns its path."""
+    from hloopt.support.fileio import write_atomic
+    from hloopt.viz.report import IndexEntry, index_page
+
+    entries: list[IndexEntry] = []
+    for file in files:
+        if isinstance(file, Skipped):
+            continue
+        compared = [m for m in file.modules if m.drift is not None]
+        worst = max(compared, key=lambda m: m.drift.severity if m.drift else (0, 0.0, 0.0), default=None)
+        page = next((m.page for m in file.modules if m.page is not None), None)
+        errors = [m.error["message"] for m in file.modules if m.error is not None]
+        errors += [m.numerics["error"] for m in file.modules if m.numerics is not None and "error" in m.numerics]
+        status = "failed" if any(m.status == "failed" for m in file.modules) else file.modules[0].status
+        entries.append(
+            IndexEntry(
+                file.path,
+                None if page is None else Path(os.path.relpath(page, root)).as_posix(),
+                status,
+                None if worst is None else worst.drift,
+                all(m.within_tolerance for m in compared) if compared else None,
+                errors[0] if errors else None,
+            )
+        )
+    target = str(Path(root, "index.html"))
+    write_atomic(target, index_page(f"hloopt: {len(entries)} files compared before and after the passes", entries))
+    return target
 
 
 def in_flight(workers: int) -> int:
@@ -431,6 +477,8 @@ def _work(job: Job, options: FileOptions) -> FileResult:
             return Skipped(job.name, [], reason=reason)
     result = process_file(job, options)
     if options.verify_numerics:
+        for module in result.modules:
+            module.page = html_page(job, options.html)
         verify_numerics(result.modules, options, _comparisons())
     for module in result.modules:
         module.exception = None

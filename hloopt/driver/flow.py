@@ -29,10 +29,11 @@ from hloopt.xla import formats
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 if TYPE_CHECKING:
-    from hloopt.arrays.comparing import CompareReport
+    from hloopt.arrays.comparing import CompareReport, Drift
     from hloopt.ir.module import Module
     from hloopt.passes.neuron_cc_flags import Compiler
     from hloopt.passes.pipeline import ChangedCheck, PassReport
+    from hloopt.viz.report import ModuleSection
     from hloopt.xla.bridge import IsolatedPool
 
 Status = Literal["changed", "unchanged", "failed"]
@@ -72,6 +73,9 @@ class FileOptions:
     neuron_cc_flags: str | None = None
     #: The neuronx-cc release whose defaults `neuron_cc_flags` override (``--neuron-compiler``).
     neuron_compiler: Compiler | None = None
+    #: With verify_numerics, the HTML report (``--html``): a lone file's page, or a batch's directory of pages
+    #: (each file's at its relative path plus ``.html``, and ``index.html``).
+    html: str | None = None
 
     @property
     def pipeline(self) -> str | None:
@@ -140,6 +144,11 @@ class ModuleResult:
     #: With --verify-numerics: the file's output, held back until its modules' comparisons are done
     #: (`compare_numerics` writes it, or not); shared by the modules of one file.
     pending: Output | None = field(default=None, repr=False, compare=False)
+    #: With --html: the page of the module's file (``--html``, or a batch member's `batch.html_page`), and,
+    #: once it is written, the comparison's summary, which a batch's index sorts by (neither is in ``--report``).
+    page: str | None = None
+    drift: Drift | None = None
+    within_tolerance: bool | None = None
 
     @property
     def label(self) -> str:
@@ -235,6 +244,9 @@ def process_file(job: Job, options: FileOptions, pool: IsolatedPool | None = Non
             _failed(module, err, job.name)
     if len(file.modules) == 1:  # a file of one module: the file's time is the module's
         file.modules[0].seconds = round(time.perf_counter() - start, 4)
+    if options.verify_numerics and options.html is not None:  # a batch member's is named by the batch
+        for module in file.modules:
+            module.page = options.html
     return file
 
 
@@ -508,7 +520,71 @@ def compare_numerics(
     except BaseException:
         _withhold(results)
         raise
-    return _release(results, outcomes)
+    released = _release(results, outcomes)
+    if options.html is not None:
+        write_pages(results, released, options)
+    return released
+
+
+def write_pages(
+    results: Sequence[ModuleResult], outcomes: Sequence[CompareReport | HloError], options: FileOptions
+) -> None:
+    """The HTML page of each file among `results` (a section per module), where the module was processed, so that
+    its texts and plots never travel; each module records its comparison's summary for a batch's index. A page
+    that cannot be written fails its modules, as an output does."""
+    from hloopt.arrays.comparing import Drift
+    from hloopt.viz.report import write_report
+
+    pages: dict[str, list[ModuleSection]] = {}
+    owners: dict[str, list[ModuleResult]] = {}
+    refused: set[str] = set()
+    for result, outcome in zip(results, outcomes):
+        if result.page is None:
+            continue
+        if isinstance(outcome, HloError):  # an error writes nothing: the file gets no page
+            refused.add(result.page)
+            continue
+        result.drift, result.within_tolerance = Drift.of(outcome.outputs), outcome.ok
+        pages.setdefault(result.page, []).append(_section(result, outcome, options))
+        owners.setdefault(result.page, []).append(result)
+    for result in results:
+        if result.page in refused:
+            pages.pop(result.page, None)
+            result.page = None
+    for page, sections in pages.items():
+        command = (
+            f"hloopt run --verify-numerics: before and after {options.pipeline or 'no passes'}, under {options.numerics}"
+            f" numerics (rtol={options.rtol:g}, atol={options.atol:g})"
+        )
+        try:
+            if page != options.html:  # a batch member's page, in the mirrored tree
+                make_directories(Path(page).parent)
+            write_report(page, source_name(owners[page][0].path), sections, command)
+        except HloError as err:
+            for module in owners[page]:
+                _failed(module, err, module.path)
+                module.page = None
+
+
+def _section(result: ModuleResult, comparison: CompareReport, options: FileOptions) -> ModuleSection:
+    """A module's part of its page: its comparison, its element types per layer, its module as printed after the
+    passes (kept, as for its output, until the comparison is done)."""
+    from hloopt.driver.dtypes import auto_cast_decisions, dtype_table
+    from hloopt.text.parser import parse
+    from hloopt.viz.report import ModuleSection
+
+    assert result.texts is not None  # compared, so kept
+    source, printed = result.texts
+    table = None
+    if options.pipeline is not None:  # the pipeline again, observed: the run kept no provenance per pass
+        module = parse(source, result.label)
+        table = dtype_table(module, options.pipeline, result.label, auto_cast_decisions, options.numerics)
+    return ModuleSection(
+        result.label,
+        comparison=comparison,
+        dtypes=None if table is None else table.to_dict(),
+        printed=(("the module after the passes", printed),),
+    )
 
 
 def _release(
@@ -570,6 +646,9 @@ def verify_numerics(results: Sequence[ModuleResult], options: FileOptions, pool:
         outcomes = compare_numerics(changed, options, pool)
     except RuntimeError as err:  # the XLA calls failed, not a module (a bug raised in a worker, say)
         outcomes = [HloError(f"internal error: {err}")] * len(changed)
+    for result in results:  # not compared: no page shows it
+        if result.status != "changed":
+            result.page = None
     for result, outcome in zip(changed, outcomes):
         if result.status == "failed":  # its output could not be written: that is its error, not the numerics'
             continue
@@ -592,14 +671,13 @@ def _compare(
     from hloopt.xla.running import check_numerics, compare, compare_passes
 
     labels = (label, "after passes")
+    rtol, atol, drawn = options.rtol, options.atol, options.html is not None
     try:
         numerics = check_numerics(options.numerics)
         if passes is None:
-            return compare(
-                before, after, inputs, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics
-            )
+            return compare(before, after, inputs, rtol, atol, labels=labels, numerics=numerics, distributions=drawn)
         return compare_passes(
-            before, after, passes, inputs, rtol=options.rtol, atol=options.atol, labels=labels, numerics=numerics
+            before, after, passes, inputs, rtol, atol, labels=labels, numerics=numerics, distributions=drawn
         )
     except HloError:
         raise

@@ -34,6 +34,7 @@ from hloopt.arrays.comparing import (
     same_values,
     value_kind,
 )
+from hloopt.arrays.distribution import ErrorDistribution, distribution
 from hloopt.arrays.snapshots import Leaf
 from hloopt.cast_engine import Numerics
 from hloopt.ir import Module
@@ -374,6 +375,11 @@ class _Runs:
             for i, (x, y, ra, rb) in enumerate(results)
         )
 
+    def distributions(self, a: int, b: int, compared: Sequence[OutputComparison]) -> tuple[ErrorDistribution, ...]:
+        """How the error of each output of module `b` against `a` is spread (`comparison`'s `compared`)."""
+        pairs = zip(self.outputs[a], self.outputs[b], compared)
+        return tuple(distribution(c.index, x, y, c.worst_index) for x, y, c in pairs)
+
 
 def _run_all(
     modules: Sequence[tuple[Prepared, str]], inputs: Sequence[np.ndarray] | None, seed: int, max_bytes: int
@@ -401,12 +407,14 @@ def compare(
     *,
     pool: IsolatedPool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
+    distributions: bool = False,
 ) -> CompareReport:
     """Run A (the reference) and B on the same inputs, converted exactly to each one's types.
 
     `numerics` is one value for both sides or one per side (``"xla,neuron"`` or ``("xla", "neuron")``):
     ``compare(m, m, numerics="xla,neuron")`` is how far XLA is from the device on `m`. XLA runs in a
     worker process, as in `run`; `timeout` bounds the whole comparison (both compiles and runs).
+    `distributions`: the report also holds each output's binned error (`CompareReport.distributions`).
     """
     sides = numerics_sides(numerics)
     with worker_pool(pool) as workers:
@@ -415,7 +423,7 @@ def compare(
         # One module on both sides is prepared once (and compiled once: `compile_cpu` caches by text).
         prepared.append(prepared[0] if same else with_numerics(b, sides[1], labels[1]))
         modules = list(zip(prepared, labels))
-        args = (modules, _host(inputs), rtol, atol, seed, max_bytes)
+        args = (modules, _host(inputs), rtol, atol, seed, max_bytes, distributions)
         pair = " against ".join(labels)
         return isolated_call(compare_prepared, *args, timeout=limit(timeout), label=pair, pool=workers)
 
@@ -427,12 +435,14 @@ def compare_prepared(
     atol: float,
     seed: int,
     max_bytes: int,
+    distributions: bool = False,
 ) -> CompareReport:
     """`compare` of the modules `with_numerics` prepared (A's, B's, each with its label), in this process: what
     a worker runs (`IsolatedPool.map`)."""
     runs = _run_all(modules, inputs, seed, max_bytes)
     outputs = runs.comparison(0, 1, rtol, atol)
-    return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings)
+    spread = runs.distributions(0, 1, outputs) if distributions else None
+    return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings, None, spread)
 
 
 def compare_recorded(
@@ -443,6 +453,7 @@ def compare_recorded(
     rtol: float,
     atol: float,
     max_bytes: int,
+    distributions: bool = False,
 ) -> CompareReport:
     """A module run on a snapshot's arguments against the result the snapshot recorded (the reference, A),
     in this process: what a worker runs for ``compare SNAPSHOT``."""
@@ -455,7 +466,11 @@ def compare_recorded(
         compare_outputs(index, leaf.array, output, (leaf.element_type, result.element_type), rtol, atol)
         for index, (leaf, output, result) in enumerate(zip(recorded, outputs, executable.results))
     )
-    return CompareReport(comparisons, rtol, atol, None, prepared.warnings)
+    spread = None
+    if distributions:
+        pairs = zip(recorded, outputs, comparisons)
+        spread = tuple(distribution(c.index, leaf.array, output, c.worst_index) for leaf, output, c in pairs)
+    return CompareReport(comparisons, rtol, atol, None, prepared.warnings, None, spread)
 
 
 def compare_passes(
@@ -472,6 +487,7 @@ def compare_passes(
     *,
     pool: IsolatedPool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
+    distributions: bool = False,
 ) -> CompareReport:
     """`compare(before, after)` plus a row per pass: `passes` holds (pass name, module after it) for
     each pass that changed the module, in run order. All run under the same numerics and inputs,
@@ -486,7 +502,7 @@ def compare_passes(
     at = [position[text] for text in texts]
     with worker_pool(pool) as workers:
         modules = [(with_numerics(text, numerics, label), label) for text, label in first_label.items()]
-        args = (modules, at, [name for name, _ in passes], _host(inputs), rtol, atol, seed, max_bytes)
+        args = (modules, at, [name for name, _ in passes], _host(inputs), rtol, atol, seed, max_bytes, distributions)
         pair = " against ".join(labels)
         return isolated_call(_compare_passes, *args, timeout=limit(timeout), label=pair, pool=workers)
 
@@ -500,6 +516,7 @@ def _compare_passes(
     atol: float,
     seed: int,
     max_bytes: int,
+    distributions: bool,
 ) -> CompareReport:
     """`compare_passes` in the worker: `modules` are the distinct prepared modules, and `at` gives the one
     for the input, each pass's output and the result, in that order."""
@@ -510,4 +527,5 @@ def _compare_passes(
 
     rows = tuple(PassRow(name, drift(0, stage), drift(stage - 1, stage)) for stage, name in enumerate(passes, start=1))
     outputs = runs.comparison(at[0], at[-1], rtol, atol)
-    return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings, rows)
+    spread = runs.distributions(at[0], at[-1], outputs) if distributions else None
+    return CompareReport(outputs, rtol, atol, seed if inputs is None else None, runs.warnings, rows, spread)

@@ -21,6 +21,11 @@ CASES = {
     "dump_dir": (["--dump-dir", "{tmp}/d"], "--dump-dir keeps", ["--passes", "all", "--dump-dir", "{tmp}/d"]),
     "output_format": (["--check", "--output-format", "pb"], "--output-format chooses", ["--output-format", "pb"]),
     "in_place": (["--check", "--in-place"], "--in-place rewrites INPUT", ["--in-place"]),
+    "html": (
+        ["--html", "{tmp}/r.html"],
+        "--html draws",
+        ["--passes", "all", "--verify-numerics", "--html", "{tmp}/r.html"],
+    ),
 }
 
 
