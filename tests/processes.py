@@ -1,9 +1,20 @@
 """What the tests of worker processes look at: this process's children, a process's pool workers, and whether a
-process is still running (Linux)."""
+process is still running (Linux); and waiting for such a thing to come true."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+
+def wait_for(condition: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    """Wait until `condition()` holds (a process ends after its parent a moment later, not at once); fail
+    with `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
 
 
 def children() -> set[int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from cli_invoke import invoke
-from processes import alive
+from processes import alive, wait_for
 from viewer import require_model_explorer, running_view
 
 from hloopt.cli.view import _stem
@@ -45,7 +45,7 @@ def test_the_before_and_after_graphs_are_served_in_two_panes(tmp_path: Path) -> 
             assert len(graph["nodes"]) == _count(EXAMPLE)
         (server,) = view.servers()
     assert view.process.returncode == 130
-    assert not alive(server)
+    wait_for(lambda: not alive(server), "the server outlived hloopt view", 30)
     assert (out / "fp8_mlp.json").is_file()  # --out is kept
 
 
@@ -60,11 +60,7 @@ def test_ending_hloopt_ends_the_server_and_removes_its_directory(ending: signal.
         view.process.send_signal(ending)
         view.process.wait(60)
     assert view.process.returncode == 128 + ending
-    for _ in range(100):
-        if not alive(server) and not directory.exists():
-            break
-        __import__("time").sleep(0.1)
-    assert not alive(server) and not directory.exists()
+    wait_for(lambda: not alive(server) and not directory.exists(), "the server or its directory outlived hloopt", 30)
 
 
 @pytest.mark.slow

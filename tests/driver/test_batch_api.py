@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from batch_children import REAL, kills_on, slow_to_rename
-from processes import alive, children
+from processes import alive, children, wait_for
 
 from hloopt.driver import batch
 from hloopt.driver.batch import discover, run_batch
@@ -206,10 +206,7 @@ def test_a_batch_worker_s_xla_processes_end_with_it() -> None:
     )
     result = subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True, timeout=300)
     started = int(result.stdout)
-    deadline = time.monotonic() + 30
-    while alive(started) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(started)
+    wait_for(lambda: not alive(started), "the XLA worker outlived its batch worker", 30)
 
 
 @pytest.mark.slow

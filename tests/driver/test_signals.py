@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from batch_children import REAL, slow_to_rename
-from processes import alive, workers_of
+from processes import alive, wait_for, workers_of
 
 from hloopt.support import fileio
 
@@ -44,13 +44,6 @@ def hloopt(program: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", entry, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def wait_for(condition: object, what: str, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def temporaries(directory: Path) -> list[str]:
