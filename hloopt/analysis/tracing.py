@@ -2,10 +2,8 @@
 modules that capture values and recompute instructions on given operands.
 
 Only the entry computation's array-shaped instructions are traced: those are the values XLA can hand
-back as outputs. A ``call`` (a fusion is one by then: `cpu_runnable`) whose computation nothing else
-calls is first inlined (`inlined`), so the instructions it calls are traced too; while bodies and
-conditionals' branches stay whole, traced by their caller's value only (a body's values are one per
-iteration, a branch's one per taken branch). A pass rewrites ``%x`` into a group of instructions whose provenance is ``%x``
+back as outputs. Calls, loops and conditionals are first brought into the entry (`unrolling`), so the
+instructions they run are traced too. A pass rewrites ``%x`` into a group of instructions whose provenance is ``%x``
 (operand converts, the op, a convert back); the one of them no other member uses is the one that
 stands for ``%x`` (`representatives`): the value the rest of the module reads in its place.
 """
@@ -33,14 +31,14 @@ def traced(instruction: Instruction) -> bool:
 
 
 def origins(module: Module, provenance: Mapping[str, str], input_names: Iterable[str]) -> dict[str, str]:
-    """Each traced entry instruction's name → the name of the input instruction it comes from: its
-    provenance, else its own name when the input had it; an instruction a pass made from nothing
-    (neither) has no entry."""
+    """Each instruction's name (of any computation: a call site's and a body's instructions name the copies
+    `unrolling` makes of them) → the name of the input instruction it comes from: its provenance, else its
+    own name when the input had it; an instruction a pass made from nothing (neither) has no entry."""
     known = set(input_names)
     found: dict[str, str] = {}
-    for instruction in module.entry.instructions:
+    for instruction in module.instructions():
         origin = provenance.get(instruction.name, instruction.name if instruction.name in known else None)
-        if origin is not None and traced(instruction):
+        if origin is not None:
             found[instruction.name] = origin
     return found
 
@@ -51,7 +49,7 @@ def representatives(module: Module, origin: Mapping[str, str]) -> dict[str, Inst
     groups: dict[str, list[Instruction]] = {}
     for instruction in module.entry.post_order():
         name = origin.get(instruction.name)
-        if name is not None:
+        if name is not None and traced(instruction):
             groups.setdefault(name, []).append(instruction)
     chosen: dict[str, Instruction] = {}
     for name, members in groups.items():
@@ -132,55 +130,6 @@ def _without_alias(module: Module) -> None:
     module.entry_layout = None
     for key in _DROPPED_HEADER:
         module.attributes.pop(key, None)
-
-
-def inlined(module: Module) -> Module:
-    """A copy of `module` with each entry ``call`` whose computation no other instruction calls, and
-    which has no control edges, replaced by copies of that computation's instructions, as often as
-    calls come to the entry that way. The copies keep their names (unique module-wide, and the
-    computation leaves the module), so provenance and names match them as they match entry instructions."""
-    source = module.clone()
-    entry = source.entry
-    callers: dict[Computation, int] = {}
-    for instruction in source.instructions():
-        for callee in instruction.called_computations():
-            callers[callee] = callers.get(callee, 0) + 1
-    gone: set[Computation] = set()
-    pending = [i for i in entry.instructions if i.opcode == "call"]
-    while pending:
-        call = pending.pop()
-        (callee,) = call.called_computations()
-        if callers[callee] != 1 or callee.has_control_edges() or "control-predecessors" in call.attributes:
-            continue
-        copies: dict[Instruction, Instruction] = {}
-        for inner in callee.post_order():
-            if inner.opcode == "parameter":
-                assert inner.parameter_number is not None
-                copies[inner] = call.operands[inner.parameter_number]
-                continue
-            twin = Instruction(
-                inner.name,
-                inner.opcode,
-                inner.shape,
-                [copies[o] for o in inner.operands],
-                inner.attributes,
-                inner.literal,
-            )
-            entry.insert_before(call, twin)
-            copies[inner] = twin
-            if twin.opcode == "call":
-                pending.append(twin)
-        assert callee.root is not None
-        entry.replace_instruction(call, copies[callee.root])
-        gone.add(callee)
-    if not gone:
-        return source
-    result = Module(source.name)
-    result.attributes = dict(source.attributes)
-    for computation in source.computations:
-        if computation not in gone:
-            result.add_computation(computation)
-    return result
 
 
 def capture(module: Module, names: Sequence[str]) -> Module:
@@ -319,7 +268,8 @@ def _has_float(instruction: Instruction) -> bool:
 
 def region_inputs(module: Module, root: str, fed: Collection[str]) -> list[str] | None:
     """The `fed` instructions that `recompute` of `root` reads, in first-use order; None when it would
-    reach a parameter not in `fed` (its value is not at hand)."""
+    reach a parameter not in `fed` (its value is not at hand) or a while loop (the iterations past a loop's
+    cap: a recomputation would run them all, not one instruction)."""
     by_name = {instruction.name: instruction for instruction in module.entry.instructions}
     found: dict[str, None] = {}
     seen: set[Instruction] = set()
@@ -334,7 +284,7 @@ def region_inputs(module: Module, root: str, fed: Collection[str]) -> list[str] 
         seen.add(instruction)
         if instruction.name in fed:
             found[instruction.name] = None
-        elif instruction.opcode == "parameter":
+        elif instruction.opcode in ("parameter", "while"):  # a while left: iterations not traced (`unrolling`)
             return None
         else:
             stack += reversed(instruction.operands)

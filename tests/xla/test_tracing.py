@@ -228,3 +228,107 @@ def test_on_jax_programs_the_errors_enter_at_rewritten_instructions(kind: str, p
             # Where the error entered, B's instruction is a rewrite: another type or another instruction.
             assert entered.propagated.type_a != entered.propagated.type_b or entered.a != entered.b, report.render()
     assert report.verdict in ("better", "precision"), report.render()
+
+
+LOOP = """HloModule loop
+cond {
+  cp = (s32[], f32[4]) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(ci, n), direction=LT
+}
+body {
+  bp = (s32[], f32[4]) parameter(0)
+  bi = s32[] get-tuple-element(bp), index=0
+  bv = f32[4] get-tuple-element(bp), index=1
+  one = s32[] constant(1)
+  next = s32[] add(bi, one)
+  half = f32[4] constant({0.5, 0.5, 0.5, 0.5})
+  scaled = f32[4] multiply(bv, half)
+  bump = f32[4] sine(scaled)
+  acc = f32[4] add(bv, bump)
+  ROOT bt = (s32[], f32[4]) tuple(next, acc)
+}
+neg {
+  a = f32[4] parameter(0)
+  ROOT na = f32[4] negate(a)
+}
+grow {
+  g = f32[4] parameter(0)
+  two = f32[4] constant({2, 2, 2, 2})
+  ROOT gg = f32[4] multiply(g, two)
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, x)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  wv = f32[4] get-tuple-element(w), index=1
+  p = pred[] parameter(1)
+  c = f32[4] conditional(p, wv, wv), true_computation=grow, false_computation=neg
+  ROOT out = f32[4] tanh(c)
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("planted", "first", "cap"),
+    [
+        (
+            ("half = f32[4] constant({0.5, 0.5, 0.5, 0.5})", "half = f32[4] constant({0.5, 0.50000006, 0.5, 0.5})"),
+            "half@w#0",
+            16,
+        ),
+        (("acc = f32[4] add(bv, bump)", "acc = f32[4] subtract(bv, bump)"), "acc@w#0", 3),
+        (("two = f32[4] constant({2, 2, 2, 2})", "two = f32[4] constant({2, 2, 2.0000002, 2})"), "two@c", 16),
+    ],
+    ids=["body-constant", "body-sign", "branch-constant"],
+)
+def test_a_plant_inside_a_loop_body_or_a_branch_is_named_first(
+    planted: tuple[str, str], first: str, cap: int, pool: IsolatedPool
+) -> None:
+    """The body's values are captured per iteration, the taken branch's per call; the plant is named
+    first (its first iteration), what follows it only propagates."""
+    inputs = [np.array([0.25, -1, 2, 0.5], np.float32), np.array(True)]
+    wrong = LOOP.replace(*planted)
+    assert wrong != LOOP
+    report = trace(LOOP, wrong, inputs=inputs, iterations=cap, pool=pool)
+    assert report.first is not None and report.first.origin == first, report.render()
+    assert {t.instruction for t in report.instructions if t.makes_error} == {first.partition("#")[0]}
+    moved = [
+        t for t in report.instructions if t.propagated.max_abs_err > 0 and t.instruction != report.first.instruction
+    ]
+    assert moved and not any(t.makes_error for t in moved), report.render()
+    # Only a value read after the iterations past the cap (a loop, untraced) is not recomputed.
+    assert all(t.local is not None or t.iteration == 5 for t in moved), report.render()
+    (loop,) = report.loops
+    assert (loop.site, loop.iterations_a, loop.iterations_b) == ("w", 6, 6)
+    assert loop.traced == ((0, 1, 2, 3, 4, 5) if cap >= 6 else (0, 1, 5))
+    (branch,) = report.branches
+    assert (branch.site, branch.taken_a, branch.taken_b, branch.not_executed) == ("c", 0, 0, (1,))
+    data = report.to_dict()
+    assert data["loops"][0]["traced"] == list(loop.traced) and data["branches"][0]["not_executed"] == [1]
+    if first.endswith("#0"):
+        (worst,) = [each for each in report.iterated() if each.instruction == first[:-2]]
+        assert worst.iterations == len(loop.traced) and worst.moved
+
+
+@pytest.mark.slow
+def test_a_jax_fori_loop_body_is_traced_per_iteration(pool: IsolatedPool) -> None:
+    """A jax fori_loop (a while whose body calls a closed_call) and a lax.cond, lowered by jax: a constant
+    of the body one ULP off is named first in iteration 0; the reduce's computation is covered by it."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(x: jax.Array) -> jax.Array:
+        y = jax.lax.fori_loop(0, 5, lambda i, c: jnp.tanh(c * 1.5 + i), x)
+        return jax.lax.cond(y.sum() > 0, lambda v: v * 2, lambda v: v - 1, y)
+
+    text = jax.jit(f).lower(jnp.ones(4, jnp.float32)).compiler_ir("hlo").as_hlo_text()  # pyright: ignore[reportOptionalMemberAccess]
+    wrong = text.replace("f32[] constant(1.5)", "f32[] constant(1.5000001)", 1)
+    assert wrong != text
+    report = trace(text, wrong, pool=pool)
+    assert report.first is not None and report.first.iteration == 0 and "@while" in report.first.origin
+    assert report.first.origin.startswith("constant"), report.render()
+    assert [(loop.iterations_a, loop.iterations_b) for loop in report.loops] == [(5, 5)]
+    assert report.covered and all(callers for _, callers in report.covered)
