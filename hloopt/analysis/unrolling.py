@@ -22,10 +22,6 @@ from hloopt.ir.module import AttributeValue, Computation, ComputationList, Instr
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape
 
 _COUNTER = ArrayShape("s32")
-#: How many iterations of each loop ``trace`` captures by default: the first ``DEFAULT_ITERATIONS - 1`` and
-#: the last. Each is a copy of the body in the module that runs, so the cap bounds its size (and compile
-#: time); ``--max-bytes`` bounds the values captured at once.
-DEFAULT_ITERATIONS = 16
 #: Opcodes whose computations the trace brings into the entry; any other callee is applied per element
 #: (reduce, map, sort, scatter…) and is covered by the value of the instruction that calls it.
 _CONTROL = frozenset({"call", "while", "conditional"})

@@ -27,7 +27,7 @@ from hloopt.cli.execution import (
 from hloopt.cli.main import neuron_cc_options, reports_errors, timeout_option
 from hloopt.errors import HloError
 from hloopt.passes.neuron_cc_flags import Compiler
-from hloopt.support.tolerances import TRACE_TOP
+from hloopt.support.tolerances import TRACE_ITERATIONS, TRACE_TOP
 from hloopt.xla.bisecting import bisect_prepared
 from hloopt.xla.bridge import IsolatedPool
 from hloopt.xla.timeouts import limit
@@ -56,6 +56,14 @@ from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
     "and an instruction, that moves the outputs.",
 )
 @click.option("--top", default=TRACE_TOP, show_default=True, help="How many instructions to list by local error.")
+@click.option(
+    "--loop-iterations",
+    "iterations",
+    type=click.IntRange(min=1),
+    default=TRACE_ITERATIONS,
+    show_default=True,
+    help="Iterations of each while loop traced: the first N-1 and the last (each is a copy of the body that runs).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON (docs/trace-json.md).")
 @_max_bytes_option
 @neuron_cc_options("B (A after them, without B)")
@@ -72,6 +80,7 @@ def trace_command(
     nan: bool,
     bisect: bool,
     top: int,
+    iterations: int,
     as_json: bool,
     max_bytes: int,
     neuron_cc_flags: str | None,
@@ -103,11 +112,11 @@ def trace_command(
         if nan:
             changed = b_path is not None or passes or numerics[0] != numerics[1]
             traced = side_b if changed else side_a
-            call, args, label = nan_prepared, (traced, inputs, seed, max_bytes), traced.label
+            call, args, label = nan_prepared, (traced, inputs, seed, max_bytes, iterations), traced.label
         else:
             wide = side(a.text, "xla", f"{a_path} (f64)", located=a.written) if reference else None
             matched_by = "names" if b_path is not None else "provenance"
-            job = TraceJob(side_a, side_b, wide, inputs, seed, max_bytes, matched_by, top)
+            job = TraceJob(side_a, side_b, wide, inputs, seed, max_bytes, matched_by, top, iterations=iterations)
             call, args, label = trace_prepared, (job,), f"{a_path} against {b_label}"
         result = pool.map(call, [args], timeout=limit(timeout), labels=[label])[0]
     if isinstance(result, HloError):

@@ -17,7 +17,6 @@ import numpy as np
 
 from hloopt.analysis import tracing as graph
 from hloopt.analysis import unrolling
-from hloopt.analysis.unrolling import DEFAULT_ITERATIONS
 from hloopt.arrays import ExecutionError
 from hloopt.arrays.tracing import (
     BranchTrace,
@@ -38,7 +37,7 @@ from hloopt.errors import HloError
 from hloopt.ir import Module
 from hloopt.ir.module import Instruction
 from hloopt.ir.shape import ArrayShape
-from hloopt.support.tolerances import TRACE_TOP
+from hloopt.support.tolerances import TRACE_ITERATIONS, TRACE_TOP
 from hloopt.xla.bridge import Executable, IsolatedPool, host_spec, isolated_call, worker_pool
 from hloopt.xla.running import (
     DEFAULT_MAX_BYTES,
@@ -101,7 +100,7 @@ class TraceJob:
     matched_by: str = "provenance"
     top: int = TRACE_TOP
     warnings: tuple[str, ...] = field(default=())
-    iterations: int = DEFAULT_ITERATIONS
+    iterations: int = TRACE_ITERATIONS
 
 
 @dataclass
@@ -383,7 +382,7 @@ def _recomputed(
 
 
 def nan_prepared(
-    traced: Side, inputs: list[np.ndarray] | None, seed: int, max_bytes: int, iterations: int = DEFAULT_ITERATIONS
+    traced: Side, inputs: list[np.ndarray] | None, seed: int, max_bytes: int, iterations: int = TRACE_ITERATIONS
 ) -> NanOrigin | None:
     """The first instruction, in dependency order, whose value has a NaN or Inf while every operand's is
     finite (instructions without operands, parameters and constants, are not origins), in this process;
@@ -440,7 +439,7 @@ def trace(
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     *,
-    iterations: int = DEFAULT_ITERATIONS,
+    iterations: int = TRACE_ITERATIONS,
     pool: IsolatedPool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TraceReport:
@@ -470,7 +469,7 @@ def nan_origin(
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     *,
-    iterations: int = DEFAULT_ITERATIONS,
+    iterations: int = TRACE_ITERATIONS,
     pool: IsolatedPool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> NanOrigin | None:
