@@ -132,13 +132,32 @@ def _without_alias(module: Module) -> None:
         module.attributes.pop(key, None)
 
 
+def held(shape: Shape | None) -> ArrayShape | None:
+    """The shape a value of `shape` crosses to or from the host as when numpy has no type for its elements:
+    s1 as s8, u1 as u8 (exact both ways); None when it crosses as it is."""
+    if isinstance(shape, ArrayShape):
+        row = BY_NAME.get(shape.element_type)
+        if row is not None and row.numpy_name is None and row.kind in (Kind.SIGNED, Kind.UNSIGNED):
+            return shape.with_element_type("s8" if row.kind is Kind.SIGNED else "u8")
+    return None
+
+
+def _to_host(computation: Computation, value: Instruction, name: str) -> Instruction:
+    """`value`, or its convert to the `held` type (appended to `computation`) when numpy cannot hold it."""
+    wide = held(value.shape)
+    if wide is None:
+        return value
+    return computation.append(Instruction(name, "convert", wide, [value]))
+
+
 def capture(module: Module, names: Sequence[str]) -> Module:
-    """A copy of `module` whose output is the tuple of the named entry instructions' values, in order."""
+    """A copy of `module` whose output is the tuple of the named entry instructions' values, in order (an
+    s1 or u1 value widened to s8 or u8: `held`)."""
     copy = module.clone()
     _without_alias(copy)
     entry = copy.entry
     by_name = {instruction.name: instruction for instruction in entry.instructions}
-    wanted = [by_name[name] for name in names]
+    wanted = [_to_host(entry, by_name[name], copy.unique_name("trace.held")) for name in names]
     root = entry.root
     assert root is not None
     result = Instruction(
@@ -176,10 +195,14 @@ def recompute(module: Module, roots: Sequence[str], fed: Collection[str]) -> tup
         if twin is not None:
             return twin
         if given:
+            wide = held(instruction.shape)
             twin = Instruction(
-                f"trace.in.{len(parameters)}", "parameter", instruction.shape, parameter_number=len(parameters)
+                f"trace.in.{len(parameters)}", "parameter", wide or instruction.shape, parameter_number=len(parameters)
             )
             parameters.append(instruction.name)
+            if wide is not None:  # fed as the host holds it, narrowed back here
+                body.append(twin)
+                twin = Instruction(f"trace.narrow.{len(parameters)}", "convert", instruction.shape, [twin])
         elif instruction.opcode == "parameter":
             raise HloError(f"%{instruction.name} is a parameter with no value given")
         else:
@@ -191,7 +214,7 @@ def recompute(module: Module, roots: Sequence[str], fed: Collection[str]) -> tup
         copies[instruction, given] = twin
         return twin
 
-    outputs = [copied(by_name[name], True) for name in roots]
+    outputs = [_to_host(body, copied(by_name[name], True), f"trace.held.{i}") for i, name in enumerate(roots)]
     shapes = tuple(output.shape for output in outputs if output.shape is not None)
     root = Instruction("trace.recomputed", "tuple", TupleShape(shapes), outputs)
     body.append(root)

@@ -185,11 +185,18 @@ def _ordered(array: np.ndarray) -> np.ndarray:
     import ml_dtypes
 
     info = ml_dtypes.finfo(array.dtype)
-    bits = array.view(f"u{array.dtype.itemsize}").astype(np.int64)
+    bits = array.view(f"u{array.dtype.itemsize}")
     if float(info.min) > 0:  # unsigned format: no sign bit
-        return bits
-    sign = 1 << (int(info.bits) - 1)
-    return np.where(bits & sign, -(bits & (sign - 1)), bits)
+        return bits.astype(np.int64)
+    sign = np.array(1 << (int(info.bits) - 1), bits.dtype)  # in the bits' own type: 2**63 is no int64
+    magnitude = (bits & (sign - 1)).astype(np.int64)
+    return np.where(bits & sign, -magnitude, magnitude)
+
+
+def _apart(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """|x - y| of two `_ordered` arrays as uint64: of opposite signs, 64-bit ones can be 2**64 - 2 apart."""
+    same = (x >= 0) == (y >= 0)
+    return np.where(same, np.abs(x - y).astype(np.uint64), np.abs(x).astype(np.uint64) + np.abs(y).astype(np.uint64))
 
 
 def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]:
@@ -204,7 +211,7 @@ def _ulp_distance(a: np.ndarray, b: np.ndarray) -> tuple[int | None, str | None]
     for x, y in parts:
         if value_kind(x.dtype) == "float":
             comparable = ~(np.isnan(x) | np.isnan(y))
-            distance = np.abs(_ordered(x[comparable]) - _ordered(y[comparable]))
+            distance = _apart(_ordered(x[comparable]), _ordered(y[comparable]))
         else:
             differ = x != y
             distance = [abs(int(p) - int(q)) for p, q in zip(x[differ].tolist(), y[differ].tolist())]

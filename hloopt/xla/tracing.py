@@ -372,10 +372,9 @@ def _recomputed(
     if not roots:
         return {}
     recomputing, parameters = graph.recompute(module, roots, set(to_a))
-    by_name = {i.name: i for i in module.entry.instructions}
     fed = []
-    for name in parameters:
-        shape = by_name[name].shape
+    for name, parameter in zip(parameters, recomputing.entry.parameters()):
+        shape = parameter.shape
         assert isinstance(shape, ArrayShape)
         fed.append(values_a[to_a[name]].astype(host_spec(shape)[1]))
     return dict(zip(roots, _run(recomputing, fed, label)))

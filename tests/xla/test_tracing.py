@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from conftest import sampled
 
-from hloopt.arrays.tracing import TraceReport
+from hloopt.arrays.tracing import TraceReport, moved
+from hloopt.ir.element_types import BY_NAME, ROWS, Kind, numpy_dtype
 from hloopt.xla.bridge import IsolatedPool
 from hloopt.xla.tracing import nan_origin, trace
 
@@ -332,3 +333,62 @@ def test_a_jax_fori_loop_body_is_traced_per_iteration(pool: IsolatedPool) -> Non
     assert report.first.origin.startswith("constant"), report.render()
     assert [(loop.iterations_a, loop.iterations_b) for loop in report.loops] == [(5, 5)]
     assert report.covered and all(callers for _, callers in report.covered)
+
+
+#: Two values every element type of its kind holds exactly, floats more than one ULP apart (e8m0 has no zero;
+#: s1 is -1 and 0).
+_TWO = {Kind.PRED: (True, False), Kind.SIGNED: (-1, 0), Kind.UNSIGNED: (1, 0), Kind.FLOAT: (1, 4), Kind.COMPLEX: (1, 4)}
+_TYPES = [row for row in ROWS if row.kind not in (Kind.TOKEN, Kind.OPAQUE)]
+
+
+def _typed(name: str) -> tuple[str, str, list[np.ndarray]]:
+    """A module whose values are all of `name` (a select of two), the same with the select's operands
+    swapped, and its inputs: given as `name` or, where numpy has no such type (s1, u1), as s8 or u8 (and
+    the output that `run` reads too)."""
+    row = BY_NAME[name]
+    given = "s8" if name == "s1" else "u8" if name == "u1" else name
+    first, second = _TWO[row.kind]
+    dtype = numpy_dtype(given)
+    inputs = [np.array([first, second] * 4).astype(dtype), np.array([second, first] * 4).astype(dtype)]
+    text = f"""HloModule typed
+ENTRY main {{
+  p = {given}[8] parameter(0)
+  q = {given}[8] parameter(1)
+  x = {name}[8] convert(p)
+  y = {name}[8] convert(q)
+  k = pred[8] constant({{1, 0, 1, 1, 0, 0, 1, 0}})
+  s = {name}[8] select(k, x, y)
+  c = {name}[8] copy(s)
+  back = {given}[8] convert(c)
+  ROOT out = ({given}[8], {given}[8]) tuple(back, p)
+}}
+"""
+    return text, text.replace("select(k, x, y)", "select(k, y, x)"), inputs
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(row.name, marks=() if row.name in ("s1", "u2") else pytest.mark.slow) for row in _TYPES],
+)
+def test_every_element_type_is_captured_and_recomputed(name: str, pool: IsolatedPool) -> None:
+    """Exhaustive over the element-type table: a value of each type is captured, and fed back to the
+    recomputation as a parameter (s1 through s8); the swapped select is named first, its copy propagates.
+    A type XLA's CPU cannot run at all (the module alone is refused) is refused by the trace the same way."""
+    from hloopt.xla.bridge import XlaError
+    from hloopt.xla.running import run
+
+    text, wrong, inputs = _typed(name)
+    try:
+        run(text, inputs=inputs, pool=pool)
+    except XlaError as refused:
+        with pytest.raises(XlaError) as raised:
+            trace(text, wrong, inputs=inputs, pool=pool)
+        assert raised.value.stage == refused.stage
+        assert name in ("u1", "f6e3m2fn", "f6e2m3fn"), refused  # what jaxlib 0.10's CPU cannot run
+        return
+    report = trace(text, wrong, inputs=inputs, pool=pool)
+    assert report.first is not None and report.first.a == "s", report.render()
+    by_a = {t.a: t for t in report.instructions}
+    assert set(by_a) >= {"x", "y", "s", "c"}
+    assert [t.a for t in report.instructions if t.makes_error] == ["s"]
+    assert by_a["c"].local is not None and not by_a["c"].makes_error and moved(by_a["c"].propagated)
