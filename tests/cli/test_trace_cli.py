@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from looping import counted_loop
 
 from hloopt.cli.trace import trace_command
 
@@ -159,32 +160,15 @@ def test_instructions_inside_a_call_are_traced(tmp_path: Path) -> None:
     assert report["outputs"][0]["path"] == ["t", "e", "s"]
 
 
-LOOP = """HloModule loop
-cond {
-  cp = (s32[], f32[4]) parameter(0)
-  ci = s32[] get-tuple-element(cp), index=0
-  n = s32[] constant(4)
-  ROOT lt = pred[] compare(ci, n), direction=LT
-}
-body {
-  bp = (s32[], f32[4]) parameter(0)
-  bi = s32[] get-tuple-element(bp), index=0
-  bv = f32[4] get-tuple-element(bp), index=1
-  one = s32[] constant(1)
-  next = s32[] add(bi, one)
-  step = f32[4] constant({1, 1, 1, 1})
-  down = f32[4] subtract(bv, step)
-  l = f32[4] log(down)
-  ROOT bt = (s32[], f32[4]) tuple(next, down)
-}
-ENTRY main {
-  x = f32[4] parameter(0)
-  zero = s32[] constant(0)
-  init = (s32[], f32[4]) tuple(zero, x)
-  w = (s32[], f32[4]) while(init), condition=cond, body=body
-  ROOT wv = f32[4] get-tuple-element(w), index=1
-}
-"""
+LOOP = counted_loop(
+    4,
+    """
+    step = f32[4] constant({1, 1, 1, 1})
+    acc = f32[4] subtract(bv, step)
+    l = f32[4] log(acc)
+    """,
+    "ROOT out = f32[4] copy(wv)",
+)
 
 
 def test_a_loop_body_is_traced_per_iteration_up_to_the_cap(tmp_path: Path) -> None:
@@ -195,15 +179,15 @@ def test_a_loop_body_is_traced_per_iteration_up_to_the_cap(tmp_path: Path) -> No
     code, out = invoke(
         tmp_path / "a.hlo", tmp_path / "b.hlo", "--inputs", tmp_path / "in.npz", "--loop-iterations", "2"
     )
-    assert code == 1 and "first local error over tolerance: %down@w#0" in out, out
+    assert code == 1 and "first local error over tolerance: %acc@w#0" in out, out
     assert "loop %w: 4 iterations in A, 4 in B; traced: 0, 3 (cap 2)" in out
     code, out = invoke(tmp_path / "a.hlo", tmp_path / "b.hlo", "--inputs", tmp_path / "in.npz", "--json")
     report = json.loads(out)
     assert report["loops"] == [{"site": "w", "iterations_a": 4, "iterations_b": 4, "traced": [0, 1, 2, 3], "cap": 16}]
-    rows = [row for row in report["instructions"] if row["instruction"] == "down@w"]
+    rows = [row for row in report["instructions"] if row["instruction"] == "acc@w"]
     assert [row["iteration"] for row in rows] == [0, 1, 2, 3] and {row["site"] for row in rows} == {"w"}
-    (down,) = [row for row in report["iterated"] if row["instruction"] == "down@w"]
-    assert down["iterations"] == 4 and down["moved"]
+    (acc,) = [row for row in report["iterated"] if row["instruction"] == "acc@w"]
+    assert acc["iterations"] == 4 and acc["moved"]
 
 
 def test_nan_origin_inside_a_loop_body_names_its_iteration(tmp_path: Path) -> None:

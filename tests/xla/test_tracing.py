@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import sampled
+from looping import counted_loop
 
 from hloopt.arrays.tracing import TraceReport, moved
 from hloopt.ir.element_types import BY_NAME, ROWS, Kind, numpy_dtype
@@ -231,26 +232,20 @@ def test_on_jax_programs_the_errors_enter_at_rewritten_instructions(kind: str, p
     assert report.verdict in ("better", "precision"), report.render()
 
 
-LOOP = """HloModule loop
-cond {
-  cp = (s32[], f32[4]) parameter(0)
-  ci = s32[] get-tuple-element(cp), index=0
-  n = s32[] constant(6)
-  ROOT lt = pred[] compare(ci, n), direction=LT
-}
-body {
-  bp = (s32[], f32[4]) parameter(0)
-  bi = s32[] get-tuple-element(bp), index=0
-  bv = f32[4] get-tuple-element(bp), index=1
-  one = s32[] constant(1)
-  next = s32[] add(bi, one)
-  half = f32[4] constant({0.5, 0.5, 0.5, 0.5})
-  scaled = f32[4] multiply(bv, half)
-  bump = f32[4] sine(scaled)
-  acc = f32[4] add(bv, bump)
-  ROOT bt = (s32[], f32[4]) tuple(next, acc)
-}
-neg {
+LOOP = counted_loop(
+    6,
+    """
+    half = f32[4] constant({0.5, 0.5, 0.5, 0.5})
+    scaled = f32[4] multiply(bv, half)
+    bump = f32[4] sine(scaled)
+    acc = f32[4] add(bv, bump)
+    """,
+    """
+    p = pred[] parameter(1)
+    c = f32[4] conditional(p, wv, wv), true_computation=grow, false_computation=neg
+    ROOT out = f32[4] tanh(c)
+    """,
+    """neg {
   a = f32[4] parameter(0)
   ROOT na = f32[4] negate(a)
 }
@@ -258,18 +253,8 @@ grow {
   g = f32[4] parameter(0)
   two = f32[4] constant({2, 2, 2, 2})
   ROOT gg = f32[4] multiply(g, two)
-}
-ENTRY main {
-  x = f32[4] parameter(0)
-  zero = s32[] constant(0)
-  init = (s32[], f32[4]) tuple(zero, x)
-  w = (s32[], f32[4]) while(init), condition=cond, body=body
-  wv = f32[4] get-tuple-element(w), index=1
-  p = pred[] parameter(1)
-  c = f32[4] conditional(p, wv, wv), true_computation=grow, false_computation=neg
-  ROOT out = f32[4] tanh(c)
-}
-"""
+}""",
+)
 
 
 @pytest.mark.parametrize(
