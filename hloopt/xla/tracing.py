@@ -417,13 +417,17 @@ def nan_prepared(
         operands = [o.name for o in instruction.operands if graph.traced(o)]
         values = run.values([instruction.name, *operands])
         value = values[instruction.name]
-        copied = ran.origin.get(instruction.name, "")
+
+        def shown(name: str) -> str:  # a copy by its origin (``l@while.3#2``), others as they ran
+            copied = ran.origin.get(name, "")
+            return copied if "@" in copied else name
+
         return NanOrigin(
-            copied if "@" in copied else instruction.name,
+            shown(instruction.name),
             instruction.opcode,
             index,
             str(value[index]),
-            tuple((name, value_at(values[name], index)) for name in operands),
+            tuple((shown(name), value_at(values[name], index)) for name in operands),
         )
     return None
 

@@ -171,6 +171,7 @@ LOOP = counted_loop(
 )
 
 
+@pytest.mark.slow
 def test_a_loop_body_is_traced_per_iteration_up_to_the_cap(tmp_path: Path) -> None:
     """--loop-iterations 2: the first iteration and the last are traced; the JSON says how the loop ran."""
     (tmp_path / "a.hlo").write_text(LOOP)
@@ -190,6 +191,7 @@ def test_a_loop_body_is_traced_per_iteration_up_to_the_cap(tmp_path: Path) -> No
     assert acc["iterations"] == 4 and acc["moved"]
 
 
+@pytest.mark.slow
 def test_nan_origin_inside_a_loop_body_names_its_iteration(tmp_path: Path) -> None:
     (tmp_path / "a.hlo").write_text(LOOP)
     np.savez(tmp_path / "in.npz", np.array([10, 20, 2.5, 40], np.float32))

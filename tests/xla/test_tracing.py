@@ -377,3 +377,22 @@ def test_every_element_type_is_captured_and_recomputed(name: str, pool: Isolated
     assert set(by_a) >= {"x", "y", "s", "c"}
     assert [t.a for t in report.instructions if t.makes_error] == ["s"]
     assert by_a["c"].local is not None and not by_a["c"].makes_error and moved(by_a["c"].propagated)
+
+
+def test_nan_origin_inside_a_loop_body_is_named_with_its_iteration(pool: IsolatedPool) -> None:
+    """The state falls by one an iteration: its log is the first NaN, in the iteration where it goes negative."""
+    text = counted_loop(
+        4,
+        """
+        step = f32[4] constant({1, 1, 1, 1})
+        acc = f32[4] subtract(bv, step)
+        l = f32[4] log(acc)
+        """,
+        "ROOT out = f32[4] copy(wv)",
+    )
+    origin = nan_origin(text, inputs=[np.array([10, 20, 2.5, 40], np.float32)], pool=pool)
+    assert origin is not None and (origin.instruction, origin.index, origin.value) == ("l@w#2", (2,), "nan")
+    assert origin.operands == (("acc@w#2", "-0.5"),)
+    # Traced iterations 0 and 3 only: iteration 2 ran in the untraced middle, 3 is the first seen.
+    capped = nan_origin(text, inputs=[np.array([10, 20, 2.5, 40], np.float32)], iterations=2, pool=pool)
+    assert capped is not None and (capped.instruction, capped.operands) == ("l@w#3", (("acc@w#3", "-1.5"),))
