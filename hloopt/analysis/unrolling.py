@@ -22,6 +22,9 @@ from hloopt.ir.module import AttributeValue, Computation, ComputationList, Instr
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape
 
 _COUNTER = ArrayShape("s32")
+#: The probe stops a loop after this many iterations: one that runs them all is taken not to end (a
+#: ``while`` whose condition is constant true), which a trace cannot unroll and a run would never finish.
+ENDLESS = 1 << 20
 #: Opcodes whose computations the trace brings into the entry; any other callee is applied per element
 #: (reduce, map, sort, scatter…) and is covered by the value of the instruction that calls it.
 _CONTROL = frozenset({"call", "while", "conditional"})
@@ -197,10 +200,12 @@ def control_flow(module: Module, kept: Iterable[str] = ()) -> tuple[list[str], d
     return whiles, selectors
 
 
-def _counted_loop(module: Module, loop: Instruction, state: Instruction, limit: int | None) -> Instruction:
+def _counted_loop(
+    module: Module, loop: Instruction, state: Instruction, limit: int | None, bound: int | None = None
+) -> Instruction:
     """A while in the entry, before `loop`, running `loop`'s body from `state` with an s32 counter beside
-    its state: until `loop`'s condition fails (`limit` None) or for `limit` iterations. Returns the new while
-    (its element 0 is the state, 1 the count)."""
+    its state: for `limit` iterations, or (`limit` None) until `loop`'s condition fails or `bound` iterations
+    ran. Returns the new while (its element 0 is the state, 1 the count)."""
     shape = TupleShape((loop.shape, _COUNTER)) if loop.shape is not None else None
     assert shape is not None
 
@@ -221,13 +226,21 @@ def _counted_loop(module: Module, loop: Instruction, state: Instruction, limit: 
     step = body.append(Instruction(module.unique_name("trace.count"), "add", _COUNTER, [count, one]))
     body.set_root(body.append(Instruction(module.unique_name("trace.next"), "tuple", shape, [after, step])))
     condition, _, inner, count = computation("condition")
+    go: Instruction | None = None
     if limit is None:
         go, _ = _copy(_callee(loop, "condition"), [inner], condition.append, fresh)
-    else:
-        bound = condition.append(_constant(module, limit))
+    stop = bound if limit is None else limit
+    if stop is not None:
+        end = condition.append(_constant(module, stop))
         direction: dict[str, AttributeValue] = {"direction": ComparisonDirection.LT}
-        go = Instruction(module.unique_name("trace.go"), "compare", ArrayShape("pred"), [count, bound], direction)
-        condition.append(go)
+        under = Instruction(module.unique_name("trace.go"), "compare", ArrayShape("pred"), [count, end], direction)
+        condition.append(under)
+        go = (
+            under
+            if go is None
+            else condition.append(Instruction(module.unique_name("trace.both"), "and", ArrayShape("pred"), [go, under]))
+        )
+    assert go is not None
     condition.set_root(go)
     entry = module.entry
     zero = _constant(module, 0)
@@ -254,15 +267,15 @@ def _constant(module: Module, value: int) -> Instruction:
 
 
 def counted(module: Module, whiles: Sequence[str]) -> tuple[Module, dict[str, str]]:
-    """A copy of `module` in which each named entry while also counts its iterations, and the entry
-    instruction holding each count (to capture)."""
+    """A copy of `module` in which each named entry while also counts its iterations, stopping at `ENDLESS`
+    (a count that reaches it: the loop does not end), and the entry instruction holding each count."""
     copy = module.clone()
     entry = copy.entry
     by_name = {i.name: i for i in entry.instructions}
     counters: dict[str, str] = {}
     for name in whiles:
         loop = by_name[name]
-        new = _counted_loop(copy, loop, loop.operands[0], None)
+        new = _counted_loop(copy, loop, loop.operands[0], None, ENDLESS)
         state, count = _gte(copy, new, 0, loop.shape), _gte(copy, new, 1, _COUNTER)
         entry.insert_after(new, state)
         entry.insert_after(state, count)

@@ -162,6 +162,13 @@ def _expanded(module: Module, origin: dict[str, str], inputs: Sequence[np.ndarra
         values = dict(zip(wanted, _run(graph.capture(probe, wanted), inputs, label)))
         runs += 1
         counts = {name: int(values[counter]) for name, counter in counters.items()}
+        endless = [name for name, count in counts.items() if count >= unrolling.ENDLESS]
+        if endless:
+            named = ", ".join(f"%{origin.get(name, name)}" for name in endless)
+            raise ExecutionError(
+                f"{label}: while {named} did not end within {unrolling.ENDLESS} iterations on these inputs: "
+                "an endless loop cannot be traced (nor run)"
+            )
         taken = {
             name: unrolling.branch_taken(values[selector], unrolling.branch_count(module, name))
             for name, selector in selectors.items()

@@ -396,3 +396,16 @@ def test_nan_origin_inside_a_loop_body_is_named_with_its_iteration(pool: Isolate
     # Traced iterations 0 and 3 only: iteration 2 ran in the untraced middle, 3 is the first seen.
     capped = nan_origin(text, inputs=[np.array([10, 20, 2.5, 40], np.float32)], iterations=2, pool=pool)
     assert capped is not None and (capped.instruction, capped.operands) == ("l@w#3", (("acc@w#3", "-1.5"),))
+
+
+def test_an_endless_loop_is_refused_not_run_forever(pool: IsolatedPool) -> None:
+    """A while whose condition is constant true: the probe stops it and the trace says so."""
+    from hloopt.arrays import ExecutionError
+
+    text = counted_loop(1, "acc = f32[4] negate(bv)", "ROOT out = f32[4] copy(wv)").replace(
+        "ROOT lt = pred[] compare(ci, n), direction=LT",
+        "lt = pred[] compare(ci, n), direction=LT\n  ROOT yes = pred[] constant(true)",
+    )
+    assert "constant(true)" in text
+    with pytest.raises(ExecutionError, match=r"while %w did not end within 1048576 iterations"):
+        trace(text, pool=pool)
