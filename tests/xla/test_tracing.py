@@ -435,3 +435,28 @@ def test_a_bf16_scan_after_upcast_all_is_matched_inside_its_body_by_provenance(p
     assert {t.iteration for t in inside} == {0, 1, 2, 19}
     assert any(t.propagated.type_a == "bf16" and t.propagated.type_b == "f32" for t in inside)
     assert report.ok and report.verdict == "better", report.render()
+
+
+def test_a_fused_computation_called_twice_is_traced_per_call_site(pool: IsolatedPool) -> None:
+    """Two fusions of one computation (calls once made CPU-runnable): its instructions are traced at each
+    call site, named by the fusion's own name (the call the preparation made stands for it)."""
+    text = """HloModule f
+fused {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  m = f32[4] multiply(a, b)
+  ROOT t = f32[4] tanh(m)
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  f1 = f32[4] fusion(x, y), kind=kLoop, calls=fused
+  f2 = f32[4] fusion(f1, y), kind=kLoop, calls=fused
+  ROOT r = f32[4] add(f1, f2)
+}
+"""
+    report = trace(text, text.replace("multiply(a, b)", "subtract(a, b)"), pool=pool)
+    assert {t.origin for t in report.instructions} >= {"m@f1", "t@f1", "m@f2", "t@f2"}
+    assert report.first is not None and report.first.origin == "m@f1"
+    assert [t.origin for t in report.instructions if t.makes_error] == ["m@f1", "m@f2"]
+    assert {t.site for t in report.instructions if "@" in t.origin} == {"f1", "f2"}
