@@ -100,18 +100,16 @@ def _copy(
 
 
 def _at_site(
-    module: Module, anchor: Instruction, callee: Computation, arguments: Sequence[Instruction], iteration: int | None
-) -> tuple[Instruction, dict[str, Instance]]:
+    module: Module, anchor: Instruction, callee: Computation, arguments: Sequence[Instruction]
+) -> tuple[Instruction, list[tuple[Instruction, Instruction]]]:
     """`callee` copied into the entry before `anchor` for the site `anchor`, each copy named after its
-    template and the site, and recorded as an `Instance`."""
-    entry = module.entry
-    root, made = _copy(
+    template and the site (`_copy`'s root and pairs)."""
+    return _copy(
         callee,
         arguments,
-        lambda twin: entry.insert_before(anchor, twin),
+        partial(module.entry.insert_before, anchor),
         lambda inner: module.unique_name(f"{inner.name}.{anchor.name}"),
     )
-    return root, {twin.name: Instance(inner.name, anchor.name, iteration) for inner, twin in made}
 
 
 def _callers(module: Module) -> dict[Computation, int]:
@@ -150,8 +148,7 @@ def inlined(module: Module) -> tuple[Module, dict[str, Instance]]:
     site under fresh names, each an `Instance` of that site."""
     source = module.clone()
     entry = source.entry
-    callers = _callers(source)
-    shared = {callee for callee, count in callers.items() if count > 1}  # copied per site, every time
+    shared = {callee for callee, count in _callers(source).items() if count > 1}  # copied per site, every time
     instances: dict[str, Instance] = {}
     pending = [i for i in entry.instructions if i.opcode == "call"]
     while pending:
@@ -161,17 +158,12 @@ def inlined(module: Module) -> tuple[Module, dict[str, Instance]]:
             continue
         if callee not in shared:
             root, made = _copy(callee, call.operands, partial(entry.insert_before, call), lambda i: i.name)
-            copies = [twin for _, twin in made]
         else:
-            root, found = _at_site(source, call, callee, call.operands, None)
-            instances.update(found)
-            copies = [i for i in entry.instructions if i.name in found]
-            callers[callee] -= 1
-        for twin in copies:
-            for inner in twin.called_computations():
-                if callee in shared:  # (a computation called once leaves with its calls: they move)
-                    callers[inner] = callers.get(inner, 0) + 1
-                    shared.add(inner)
+            root, made = _at_site(source, call, callee, call.operands)
+            instances.update({twin.name: Instance(inner.name, call.name) for inner, twin in made})
+        for _, twin in made:
+            if callee in shared:  # copied once per site, so are its calls (a computation called once leaves)
+                shared.update(twin.called_computations())
             if twin.opcode == "call":
                 pending.append(twin)
         _replace(entry, call, root)
@@ -309,8 +301,8 @@ def unrolled(
                     entry.insert_before(instruction, state)
                     kept.add(middle.name)
                 for kind in ("condition", "body"):
-                    root, found = _at_site(copy, instruction, _callee(instruction, kind), [state], iteration)
-                    instances.update(found)
+                    root, made = _at_site(copy, instruction, _callee(instruction, kind), [state])
+                    instances.update({twin.name: Instance(t.name, instruction.name, iteration) for t, twin in made})
                     if kind == "body":
                         state = root
             _replace(entry, instruction, state)
@@ -318,8 +310,8 @@ def unrolled(
         elif instruction.name in taken:
             options = _branches(instruction)
             index = taken[instruction.name]
-            root, found = _at_site(copy, instruction, options[index], [instruction.operands[index + 1]], None)
-            instances.update(found)
+            root, made = _at_site(copy, instruction, options[index], [instruction.operands[index + 1]])
+            instances.update({twin.name: Instance(t.name, instruction.name) for t, twin in made})
             _replace(entry, instruction, root)
             branches.append(Branch(instruction.name, index, len(options)))
     return _reachable(copy), instances, loops, branches, kept
