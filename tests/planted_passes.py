@@ -35,3 +35,23 @@ class WrongMultiplyAtSome(WrongAtSome):
 
     name = "test-wrong-multiply-at-some"
     matched: ClassVar[str] = "multiply"
+
+
+@dataclass(frozen=True)
+class BrokenMultiply(WrongMultiplyAtSome):
+    """A multiply pass with a bug: its expansion raises a plain exception (a `PassError` names it)."""
+
+    name = "test-broken-multiply"
+
+    def expand(self, builder: Builder, instruction: Instruction, shapes: ShapeResolver) -> Instruction | None:
+        raise KeyError(instruction.name)
+
+
+@dataclass(frozen=True)
+class BrokenMatching(WrongMultiplyAtSome):
+    """A multiply pass whose matching raises: it fails before any site is filtered."""
+
+    name = "test-broken-matching"
+
+    def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:
+        raise ValueError("no match today")

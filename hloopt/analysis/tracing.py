@@ -2,10 +2,8 @@
 modules that capture values and recompute instructions on given operands.
 
 Only the entry computation's array-shaped instructions are traced: those are the values XLA can hand
-back as outputs. A ``call`` (a fusion is one by then: `cpu_runnable`) whose computation nothing else
-calls is first inlined (`inlined`), so the instructions it calls are traced too; while bodies and
-conditionals' branches stay whole, traced by their caller's value only (a body's values are one per
-iteration, a branch's one per taken branch). A pass rewrites ``%x`` into a group of instructions whose provenance is ``%x``
+back as outputs. Calls, loops and conditionals are first brought into the entry (`unrolling`), so the
+instructions they run are traced too. A pass rewrites ``%x`` into a group of instructions whose provenance is ``%x``
 (operand converts, the op, a convert back); the one of them no other member uses is the one that
 stands for ``%x`` (`representatives`): the value the rest of the module reads in its place.
 """
@@ -33,14 +31,14 @@ def traced(instruction: Instruction) -> bool:
 
 
 def origins(module: Module, provenance: Mapping[str, str], input_names: Iterable[str]) -> dict[str, str]:
-    """Each traced entry instruction's name → the name of the input instruction it comes from: its
-    provenance, else its own name when the input had it; an instruction a pass made from nothing
-    (neither) has no entry."""
+    """Each instruction's name (of any computation: a call site's and a body's instructions name the copies
+    `unrolling` makes of them) → the name of the input instruction it comes from: its provenance, else its
+    own name when the input had it; an instruction a pass made from nothing (neither) has no entry."""
     known = set(input_names)
     found: dict[str, str] = {}
-    for instruction in module.entry.instructions:
+    for instruction in module.instructions():
         origin = provenance.get(instruction.name, instruction.name if instruction.name in known else None)
-        if origin is not None and traced(instruction):
+        if origin is not None:
             found[instruction.name] = origin
     return found
 
@@ -51,7 +49,7 @@ def representatives(module: Module, origin: Mapping[str, str]) -> dict[str, Inst
     groups: dict[str, list[Instruction]] = {}
     for instruction in module.entry.post_order():
         name = origin.get(instruction.name)
-        if name is not None:
+        if name is not None and traced(instruction):
             groups.setdefault(name, []).append(instruction)
     chosen: dict[str, Instruction] = {}
     for name, members in groups.items():
@@ -134,62 +132,32 @@ def _without_alias(module: Module) -> None:
         module.attributes.pop(key, None)
 
 
-def inlined(module: Module) -> Module:
-    """A copy of `module` with each entry ``call`` whose computation no other instruction calls, and
-    which has no control edges, replaced by copies of that computation's instructions, as often as
-    calls come to the entry that way. The copies keep their names (unique module-wide, and the
-    computation leaves the module), so provenance and names match them as they match entry instructions."""
-    source = module.clone()
-    entry = source.entry
-    callers: dict[Computation, int] = {}
-    for instruction in source.instructions():
-        for callee in instruction.called_computations():
-            callers[callee] = callers.get(callee, 0) + 1
-    gone: set[Computation] = set()
-    pending = [i for i in entry.instructions if i.opcode == "call"]
-    while pending:
-        call = pending.pop()
-        (callee,) = call.called_computations()
-        if callers[callee] != 1 or callee.has_control_edges() or "control-predecessors" in call.attributes:
-            continue
-        copies: dict[Instruction, Instruction] = {}
-        for inner in callee.post_order():
-            if inner.opcode == "parameter":
-                assert inner.parameter_number is not None
-                copies[inner] = call.operands[inner.parameter_number]
-                continue
-            twin = Instruction(
-                inner.name,
-                inner.opcode,
-                inner.shape,
-                [copies[o] for o in inner.operands],
-                inner.attributes,
-                inner.literal,
-            )
-            entry.insert_before(call, twin)
-            copies[inner] = twin
-            if twin.opcode == "call":
-                pending.append(twin)
-        assert callee.root is not None
-        entry.replace_instruction(call, copies[callee.root])
-        gone.add(callee)
-    if not gone:
-        return source
-    result = Module(source.name)
-    result.attributes = dict(source.attributes)
-    for computation in source.computations:
-        if computation not in gone:
-            result.add_computation(computation)
-    return result
+def held(shape: Shape | None) -> ArrayShape | None:
+    """The shape a value of `shape` crosses to or from the host as when numpy has no type for its elements:
+    s1 as s8, u1 as u8 (exact both ways); None when it crosses as it is."""
+    if isinstance(shape, ArrayShape):
+        row = BY_NAME.get(shape.element_type)
+        if row is not None and row.numpy_name is None and row.kind in (Kind.SIGNED, Kind.UNSIGNED):
+            return shape.with_element_type("s8" if row.kind is Kind.SIGNED else "u8")
+    return None
+
+
+def _to_host(computation: Computation, value: Instruction, name: str) -> Instruction:
+    """`value`, or its convert to the `held` type (appended to `computation`) when numpy cannot hold it."""
+    wide = held(value.shape)
+    if wide is None:
+        return value
+    return computation.append(Instruction(name, "convert", wide, [value]))
 
 
 def capture(module: Module, names: Sequence[str]) -> Module:
-    """A copy of `module` whose output is the tuple of the named entry instructions' values, in order."""
+    """A copy of `module` whose output is the tuple of the named entry instructions' values, in order (an
+    s1 or u1 value widened to s8 or u8: `held`)."""
     copy = module.clone()
     _without_alias(copy)
     entry = copy.entry
     by_name = {instruction.name: instruction for instruction in entry.instructions}
-    wanted = [by_name[name] for name in names]
+    wanted = [_to_host(entry, by_name[name], copy.unique_name("trace.held")) for name in names]
     root = entry.root
     assert root is not None
     result = Instruction(
@@ -227,10 +195,14 @@ def recompute(module: Module, roots: Sequence[str], fed: Collection[str]) -> tup
         if twin is not None:
             return twin
         if given:
+            wide = held(instruction.shape)
             twin = Instruction(
-                f"trace.in.{len(parameters)}", "parameter", instruction.shape, parameter_number=len(parameters)
+                f"trace.in.{len(parameters)}", "parameter", wide or instruction.shape, parameter_number=len(parameters)
             )
             parameters.append(instruction.name)
+            if wide is not None:  # fed as the host holds it, narrowed back here
+                body.append(twin)
+                twin = Instruction(f"trace.narrow.{len(parameters)}", "convert", instruction.shape, [twin])
         elif instruction.opcode == "parameter":
             raise HloError(f"%{instruction.name} is a parameter with no value given")
         else:
@@ -242,7 +214,7 @@ def recompute(module: Module, roots: Sequence[str], fed: Collection[str]) -> tup
         copies[instruction, given] = twin
         return twin
 
-    outputs = [copied(by_name[name], True) for name in roots]
+    outputs = [_to_host(body, copied(by_name[name], True), f"trace.held.{i}") for i, name in enumerate(roots)]
     shapes = tuple(output.shape for output in outputs if output.shape is not None)
     root = Instruction("trace.recomputed", "tuple", TupleShape(shapes), outputs)
     body.append(root)
@@ -319,7 +291,8 @@ def _has_float(instruction: Instruction) -> bool:
 
 def region_inputs(module: Module, root: str, fed: Collection[str]) -> list[str] | None:
     """The `fed` instructions that `recompute` of `root` reads, in first-use order; None when it would
-    reach a parameter not in `fed` (its value is not at hand)."""
+    reach a parameter not in `fed` (its value is not at hand) or a while loop (the iterations past a loop's
+    cap: a recomputation would run them all, not one instruction)."""
     by_name = {instruction.name: instruction for instruction in module.entry.instructions}
     found: dict[str, None] = {}
     seen: set[Instruction] = set()
@@ -334,7 +307,7 @@ def region_inputs(module: Module, root: str, fed: Collection[str]) -> list[str] 
         seen.add(instruction)
         if instruction.name in fed:
             found[instruction.name] = None
-        elif instruction.opcode == "parameter":
+        elif instruction.opcode in ("parameter", "while"):  # a while left: iterations not traced (`unrolling`)
             return None
         else:
             stack += reversed(instruction.operands)

@@ -110,10 +110,25 @@ class Traced:
     #: B's instruction on A's operand values, against A; None where it could not be recomputed.
     local: OutputComparison | None
     verdict: Verdict | None = None
+    #: For an instruction of a called computation, a loop body or a branch: where it was copied (the call,
+    #: while or conditional, itself maybe inside another: ``while.3@call.1``); None in the entry.
+    site: str | None = None
+    #: The iteration of the innermost loop it ran in (None outside loops).
+    iteration: int | None = None
 
     @property
     def makes_error(self) -> bool:
         return self.local is not None and over(self.local)
+
+    @property
+    def instruction(self) -> str:
+        """The instruction this value is of, the same in every iteration: its origin without ``#i``."""
+        return self.origin if self.iteration is None else self.origin.rpartition("#")[0]
+
+    @property
+    def shown(self) -> str:
+        """How people are told of it: A's name, or for a copy its origin (``x@while.3#2``)."""
+        return self.a if self.site is None else self.origin
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,7 +140,62 @@ class Traced:
             "local": None if self.local is None else _error_dict(self.local),
             "local_over_tolerance": self.makes_error,
             "verdict": self.verdict,
+            "site": self.site,
+            "iteration": self.iteration,
+            "instruction": self.instruction,
         }
+
+
+def instance_of(origin: str) -> tuple[str | None, int | None]:
+    """The site and innermost loop iteration an origin names (``x@while.3#2`` → ``while.3``, 2); HLO names
+    hold neither ``@`` nor ``#``."""
+    if "@" not in origin:
+        return None, None
+    site = origin.partition("@")[2]
+    _, mark, iteration = origin.rpartition("#")
+    if not mark or not iteration.isdigit():
+        return site, None
+    return site.rpartition("#")[0] if site.endswith(f"#{iteration}") else site, int(iteration)
+
+
+@dataclass(frozen=True)
+class LoopTrace:
+    """A while loop: how many times it ran in A and in B (None: B has no loop of that origin), and the
+    iterations traced (the first ``cap - 1`` and the last when it ran more than `cap` times)."""
+
+    site: str
+    iterations_a: int
+    iterations_b: int | None
+    traced: tuple[int, ...]
+    cap: int
+
+
+@dataclass(frozen=True)
+class BranchTrace:
+    """A conditional: the branch A took and B took (None: B has no conditional of that origin), of how
+    many; the others did not run, so their instructions have no values."""
+
+    site: str
+    taken_a: int
+    taken_b: int | None
+    branches: int
+
+    @property
+    def not_executed(self) -> tuple[int, ...]:
+        return tuple(i for i in range(self.branches) if i not in (self.taken_a, self.taken_b))
+
+
+@dataclass(frozen=True)
+class Iterated:
+    """One instruction of a loop body over its traced iterations: the iteration of its worst propagated
+    error and of its worst local error."""
+
+    instruction: str
+    iterations: int
+    worst_propagated: int
+    worst_local: int | None
+    #: Whether B's value differs from A's in any iteration.
+    moved: bool
 
 
 def finite(value: float) -> float | str:
@@ -174,6 +244,11 @@ class TraceReport:
     reference_error: str | None = None
     warnings: tuple[str, ...] = ()
     top: int = 10
+    loops: tuple[LoopTrace, ...] = ()
+    branches: tuple[BranchTrace, ...] = ()
+    #: Computations applied per element (a reduce's, a sort's comparator…) and the instructions calling them:
+    #: they have no tensor values of their own; their callers' values cover them.
+    covered: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def first(self) -> Traced | None:
@@ -186,13 +261,37 @@ class TraceReport:
 
     def ranked(self) -> list[tuple[str, list[Traced]]]:
         """The `top` instructions by local error (ULPs, then max rel), grouped by ``op_name`` scope, the
-        group of the worst first."""
+        group of the worst first; a loop body's instruction once, at its worst iteration."""
         made = [t for t in self.instructions if t.local is not None and moved(t.local)]
         made.sort(key=lambda t: (t.makes_error, _ulps(t.local), _rel(t.local)), reverse=True)
+        once = list({t.instruction: t for t in reversed(made)}.values())[::-1]
         groups: dict[str, list[Traced]] = {}
-        for traced in made[: self.top]:
+        for traced in once[: self.top]:
             groups.setdefault(traced.scope, []).append(traced)
         return list(groups.items())
+
+    def iterated(self) -> list[Iterated]:
+        """Each loop body's instruction (A's dependency order) with the iterations of its worst errors."""
+        by: dict[str, list[Traced]] = {}
+        for traced in self.instructions:
+            if traced.iteration is not None:
+                by.setdefault(traced.instruction, []).append(traced)
+        found = []
+        for name, members in by.items():
+            propagated = max(members, key=lambda t: _worst(t.propagated))
+            local = [t for t in members if t.local is not None]
+            worst = max(local, key=lambda t: _worst(t.local)) if local else None
+            assert propagated.iteration is not None
+            found.append(
+                Iterated(
+                    name,
+                    len(members),
+                    propagated.iteration,
+                    None if worst is None else worst.iteration,
+                    moved(propagated.propagated),
+                )
+            )
+        return found
 
     @property
     def verdict(self) -> Verdict | None:
@@ -216,10 +315,38 @@ class TraceReport:
             "top": [{"scope": scope, "instructions": [t.a for t in members]} for scope, members in self.ranked()],
             "outputs": [asdict(output) for output in self.outputs],
             "instructions": [traced.to_dict() for traced in self.instructions],
+            "loops": [{**asdict(loop), "traced": list(loop.traced)} for loop in self.loops],
+            "branches": [{**asdict(branch), "not_executed": list(branch.not_executed)} for branch in self.branches],
+            "iterated": [asdict(each) for each in self.iterated()],
+            "covered_by_caller": [{"computation": name, "callers": list(callers)} for name, callers in self.covered],
         }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    def _control_flow(self) -> list[str]:
+        """The loops (iterations run and traced), branches (taken, not executed), and per-element computations."""
+        lines = []
+        for loop in self.loops:
+            runs = f"{loop.iterations_a} iterations in A" + (
+                "" if loop.iterations_b is None else f", {loop.iterations_b} in B"
+            )
+            traced = ", ".join(map(str, loop.traced)) if len(loop.traced) <= 8 else f"{len(loop.traced)} of them"
+            lines.append(f"loop %{loop.site}: {runs}; traced: {traced or 'none'} (cap {loop.cap})")
+        worst = [each for each in self.iterated() if each.moved]
+        for each in worst:
+            local = "" if each.worst_local is None else f", local at {each.worst_local}"
+            lines.append(f"  %{each.instruction}: worst propagated error at iteration {each.worst_propagated}{local}")
+        for branch in self.branches:
+            other = "" if branch.taken_b is None else f", B took {branch.taken_b}"
+            idle = ", ".join(map(str, branch.not_executed))
+            lines.append(
+                f"conditional %{branch.site}: A took branch {branch.taken_a}{other}; not executed: {idle or 'none'}"
+            )
+        if self.covered:
+            named = "; ".join(f"%{name} by {', '.join('%' + c for c in callers)}" for name, callers in self.covered)
+            lines.append(f"applied per element, covered by their callers' values: {named}")
+        return lines
 
     def render(self) -> str:
         """For people: the first instruction that makes error, the top ones by scope, each output's path."""
@@ -231,29 +358,33 @@ class TraceReport:
         if first is None:
             lines.append("no instruction's local error is over tolerance")
         else:
-            lines.append(f"first local error over tolerance: %{first.a} (B: %{first.b}): {error_said(first.local)}")
+            lines.append(f"first local error over tolerance: %{first.shown} (B: %{first.b}): {error_said(first.local)}")
         ranked = self.ranked()
         if ranked:
             lines.append(f"largest local errors (top {self.top}), by op_name scope:")
             for scope, members in ranked:
                 lines.append(f"  {scope or '(no op_name)'}:")
-                lines += [
-                    f"    %{t.a}: local {error_said(t.local)}; propagated {error_said(t.propagated)}" for t in members
-                ]
+                lines += [f"    %{t.shown}: local {error_said(t.local)}; propagated {error_said(t.propagated)}" for t in members]
         for output in self.outputs:
             said = f"output {output.index}: "
             if output.instruction is None:
                 lines.append(said + "not an instruction of the entry (not traced)")
                 continue
-            said += " <- ".join(f"%{name}" for name in output.path)
+            shown = {t.a: t.shown for t in self.instructions}
+            said += " <- ".join(f"%{shown.get(name, name)}" for name in output.path)
             if output.verdict is not None:
                 said += f"  [{output.verdict}]"
             lines.append(said)
+        lines += self._control_flow()
         if self.reference_error:
             lines.append(f"no f64 reference: {self.reference_error}")
         elif self.verdict is not None:
             lines.append(f"verdict against {self.reference}: {self.verdict}")
         return "\n".join(lines)
+
+
+def _worst(error: OutputComparison | None) -> tuple[int, int, float]:
+    return (0, 0, 0.0) if error is None else (error.nan_mismatches, _ulps(error), _rel(error))
 
 
 def _ulps(error: OutputComparison | None) -> int:

@@ -31,7 +31,7 @@ from hloopt.cli.execution import (
 from hloopt.cli.main import neuron_cc_options, reports_errors, timeout_option
 from hloopt.errors import HloError
 from hloopt.passes.neuron_cc_flags import Compiler
-from hloopt.support.tolerances import TRACE_TOP
+from hloopt.support.tolerances import TRACE_ITERATIONS, TRACE_TOP
 from hloopt.xla.bisecting import bisect_prepared
 from hloopt.xla.bridge import IsolatedPool
 from hloopt.xla.timeouts import limit
@@ -60,6 +60,14 @@ from hloopt.xla.tracing import TraceJob, nan_prepared, side, trace_prepared
     "and an instruction, that moves the outputs.",
 )
 @click.option("--top", default=TRACE_TOP, show_default=True, help="How many instructions to list by local error.")
+@click.option(
+    "--loop-iterations",
+    "iterations",
+    type=click.IntRange(min=1),
+    default=TRACE_ITERATIONS,
+    show_default=True,
+    help="Iterations of each while loop traced: the first N-1 and the last (each is a copy of the body that runs).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON (docs/trace-json.md).")
 @_max_bytes_option
 @html_option("the worst instructions by scope, each linked to its line of A, and each output's path back")
@@ -77,6 +85,7 @@ def trace_command(
     nan: bool,
     bisect: bool,
     top: int,
+    iterations: int,
     as_json: bool,
     max_bytes: int,
     html: str | None,
@@ -101,8 +110,9 @@ def trace_command(
     check_html(html)
     if bisect:
         _bisect(a_path, passes, numerics[1], inputs_path, seed, max_bytes, timeout, as_json)
-    job = TraceRun(a_path, b_path, passes, numerics, inputs_path, seed, max_bytes, top, reference, nan)
-    result = run_trace(job, timeout)
+    job = TraceRun(a_path, b_path, passes, numerics, inputs_path, seed, max_bytes, top, reference, nan, iterations)
+    traced = run_trace(job, timeout)
+    result = traced.result
     if nan:
         if as_json:
             click.echo(json.dumps({"nan_origin": None if result is None else result.to_dict()}, indent=2))
@@ -114,9 +124,9 @@ def trace_command(
     if html is not None:
         from hloopt.viz.report import ModuleSection, write_report
 
-        printed = ((f"A: {a_path}", a.text), *(((f"B: {b_path}", b.text),) if b_path else ()))
-        section = ModuleSection(f"{a_path} against {b_label}", trace=result, printed=printed)
-        write_report(html, f"hloopt trace: {a_path} against {b_label}", [section])
+        printed = ((f"A: {a_path}", traced.a_text), *(((f"B: {b_path}", traced.b_text),) if b_path else ()))
+        section = ModuleSection(f"{a_path} against {traced.b_label}", trace=result, printed=printed)
+        write_report(html, f"hloopt trace: {a_path} against {traced.b_label}", [section])
         click.echo(f"hloopt: HTML report: {html}", err=True)
     click.echo(result.to_json() if as_json else result.render())
     sys.exit(0 if result.ok else 1)
@@ -137,10 +147,22 @@ class TraceRun:
     top: int = TRACE_TOP
     reference: str | None = None
     nan: bool = False
+    iterations: int = TRACE_ITERATIONS
 
 
-def run_trace(run: TraceRun, timeout: float) -> TraceReport | NanOrigin | None:
-    """The trace's report (or the NaN origin, None when there is none), XLA running in one worker."""
+@dataclass(frozen=True)
+class Traced:
+    """A trace's `result`: the report, or the NaN origin (None when there is none); and the texts it ran, as a
+    report shows them."""
+
+    result: TraceReport | NanOrigin | None
+    a_text: str
+    b_text: str
+    b_label: str
+
+
+def run_trace(run: TraceRun, timeout: float) -> Traced:
+    """The trace of `run`, XLA running in one worker."""
     with IsolatedPool(1) as pool:
         pool.start(1)  # the worker imports jax while this process reads and prepares the modules
         a = _modules(run.a_path, False, timeout, pool)[0]
@@ -153,16 +175,18 @@ def run_trace(run: TraceRun, timeout: float) -> TraceReport | NanOrigin | None:
         if run.nan:
             changed = run.b_path is not None or passes or numerics[0] != numerics[1]
             traced = side_b if changed else side_a
-            call, args, label = nan_prepared, (traced, inputs, run.seed, run.max_bytes), traced.label
+            call, args, label = nan_prepared, (traced, inputs, run.seed, run.max_bytes, run.iterations), traced.label
         else:
             wide = side(a.text, "xla", f"{run.a_path} (f64)", located=a.written) if run.reference else None
             matched_by = "names" if run.b_path is not None else "provenance"
-            job = TraceJob(side_a, side_b, wide, inputs, run.seed, run.max_bytes, matched_by, run.top)
+            job = TraceJob(
+                side_a, side_b, wide, inputs, run.seed, run.max_bytes, matched_by, run.top, iterations=run.iterations
+            )
             call, args, label = trace_prepared, (job,), f"{run.a_path} against {b_label}"
         result = pool.map(call, [args], timeout=limit(timeout), labels=[label])[0]
     if isinstance(result, HloError):
         raise result
-    return result
+    return Traced(result, a.text, b.text, b_label)
 
 
 def _bisect(

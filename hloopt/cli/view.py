@@ -145,7 +145,7 @@ def _view(
     trace = None
     if with_trace:
         run = TraceRun(module_path, None, passes, numerics, inputs_path, seed, max_bytes)
-        result = run_trace(run, timeout)
+        result = run_trace(run, timeout).result
         assert isinstance(result, TraceReport)
         _echo_warnings(result.warnings)
         trace = json.loads(result.to_json())

@@ -80,7 +80,10 @@ class PassError(HloError):
 
 
 def pass_name(hlo_pass: HloPass) -> str:
-    """What reports, dumps and errors call a pass: its `name`, else (a pass written in a notebook) its class."""
+    """What reports, dumps and errors call a pass: its `name`, else (a pass written in a notebook) its class;
+    a `SiteFilter` is called by the pass it filters (its errors are that pass's)."""
+    if isinstance(hlo_pass, SiteFilter):
+        return pass_name(hlo_pass.expander)
     return hlo_pass.name or type(hlo_pass).__name__
 
 
@@ -112,7 +115,8 @@ def _as_written(module: Module, provenance: Provenance, written_as: dict[str, st
     return tuple(dict.fromkeys(pairs))
 
 
-def _what(err: Exception) -> str:
+def described(err: Exception) -> str:
+    """An exception as an error message names it: its type, and its text when it has one."""
     text = str(err)
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
@@ -151,7 +155,7 @@ class HloPass(ABC):
         except HloError:
             raise
         except Exception as err:
-            raise PassError(_what(err), pass_name(self)) from err
+            raise PassError(described(err), pass_name(self)) from err
         if written_as and result.provenance:
             result = replace(result, provenance=_as_written(module, result.provenance, written_as))
         return result
@@ -201,7 +205,7 @@ class OpExpanderPass(HloPass):
                     about(err, *subject_of(instruction))
                 raise
             except Exception as err:
-                raise PassError.on(_what(err), pass_name(self), instruction) from err
+                raise PassError.on(described(err), pass_name(self), instruction) from err
             warnings += said
             provenance += provenance_of(instruction, [*builder.created, replacement])
             rewritten += 1
@@ -226,7 +230,7 @@ class OpExpanderPass(HloPass):
                 about(err, *subject_of(instruction))
             raise
         except Exception as err:
-            raise PassError.on(_what(err), pass_name(self), instruction) from err
+            raise PassError.on(described(err), pass_name(self), instruction) from err
 
     @abstractmethod
     def instruction_matches(self, instruction: Instruction, shapes: ShapeResolver) -> bool:

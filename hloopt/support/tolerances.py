@@ -20,3 +20,8 @@ TRACE_ULPS = {"f64": 0, "f32": 0, "c128": 0, "c64": 0}
 TRACE_ULPS_NARROW = 1
 #: ``trace``: how many instructions the report lists by local error.
 TRACE_TOP = 10
+
+#: How many iterations of each while loop ``trace`` captures by default: the first ``TRACE_ITERATIONS - 1`` and
+#: the last. Each is a copy of the body in the module that runs, so the cap bounds its size (and compile
+#: time); ``--max-bytes`` bounds the values captured at once.
+TRACE_ITERATIONS = 16

@@ -22,7 +22,7 @@ import numpy as np
 from hloopt.arrays.tracing import measure, over
 from hloopt.cast_engine import Numerics
 from hloopt.errors import HloError
-from hloopt.passes.base import HloPass, OpExpanderPass, SiteFilter, pass_name
+from hloopt.passes.base import HloPass, OpExpanderPass, PassError, SiteFilter, described, pass_name
 from hloopt.xla.bridge import IsolatedPool, isolated_call, worker_pool
 from hloopt.xla.running import DEFAULT_MAX_BYTES, _check_runnable, _compile, _host, _prepare, with_numerics
 from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
@@ -101,14 +101,23 @@ def apply_at(
     module = parse(text, label)
     origin: dict[str, str] = {}  # each instruction made so far -> the input instruction it stands for
     sites: list[Site] = []
+    done: list[str] = []
     for hlo_pass in steps:
         step = hlo_pass
-        if isinstance(hlo_pass, OpExpanderPass):
-            name = pass_name(hlo_pass)
-            matched = {i.name: Site(name, origin.get(i.name, i.name)) for i in hlo_pass.matches(module)}
-            sites += dict.fromkeys(matched.values())
-            step = SiteFilter(hlo_pass, frozenset(n for n, s in matched.items() if chosen is None or s in chosen))
-        provenance = run_pipeline(module, [step], numerics).provenance
+        try:
+            if isinstance(hlo_pass, OpExpanderPass):
+                name = pass_name(hlo_pass)
+                matched = {i.name: Site(name, origin.get(i.name, i.name)) for i in hlo_pass.matches(module)}
+                sites += dict.fromkeys(matched.values())
+                step = SiteFilter(hlo_pass, frozenset(n for n, s in matched.items() if chosen is None or s in chosen))
+            provenance = run_pipeline(module, [step], numerics).provenance
+        except PassError as err:  # one pass per run_pipeline: the passes before are known here only
+            raise err.after(tuple(done)) from err.__cause__
+        except HloError:
+            raise
+        except Exception as err:  # `matches` fails outside the pass's own run
+            raise PassError(described(err), pass_name(hlo_pass), after=tuple(done)) from err
+        done.append(pass_name(hlo_pass))
         origin.update(compose(origin, tuple(provenance.items())))
     return module.to_text(), sites
 

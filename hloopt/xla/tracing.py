@@ -16,13 +16,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hloopt.analysis import tracing as graph
+from hloopt.analysis import unrolling
 from hloopt.arrays import ExecutionError
 from hloopt.arrays.tracing import (
+    BranchTrace,
+    LoopTrace,
     NanOrigin,
     OutputTrace,
     Traced,
     TraceReport,
     first_nonfinite,
+    instance_of,
     measure,
     path_back,
     value_at,
@@ -33,7 +37,7 @@ from hloopt.errors import HloError
 from hloopt.ir import Module
 from hloopt.ir.module import Instruction
 from hloopt.ir.shape import ArrayShape
-from hloopt.support.tolerances import TRACE_TOP
+from hloopt.support.tolerances import TRACE_ITERATIONS, TRACE_TOP
 from hloopt.xla.bridge import Executable, IsolatedPool, host_spec, isolated_call, worker_pool
 from hloopt.xla.running import (
     DEFAULT_MAX_BYTES,
@@ -52,8 +56,8 @@ from hloopt.xla.timeouts import DEFAULT_TIMEOUT, limit
 
 @dataclass(frozen=True)
 class Side:
-    """A module as it runs (`with_numerics`), and for each of its traced entry instructions the name, in
-    the module traced, of the instruction it stands for."""
+    """A module as it runs (`with_numerics`), and for each of its instructions (any computation's) the
+    name, in the module traced, of the instruction it stands for."""
 
     prepared: Prepared
     origin: dict[str, str]
@@ -67,16 +71,15 @@ def side(text: str, numerics: Numerics, label: str, passes: str | None = None, *
     from hloopt.text.parser import parse
 
     written = parse(text, label)
-    names = [instruction.name for instruction in written.instructions()]  # a called one is traced once inlined
+    names = [instruction.name for instruction in written.instructions()]  # a called one is traced once copied
     rewritten: dict[str, str] = {}
     if passes:
         rewritten = run_pipeline(written, passes, numerics).provenance
         text = written.to_text()
     prepared, provenance = prepared_with_provenance(text, numerics, label, located=located and not passes)
-    ran = graph.inlined(parse(prepared.text, label))
-    prepared = Prepared(ran.to_text(), prepared.warnings)
+    ran = parse(prepared.text, label)
     composed: dict[str, str] = {}
-    for instruction in ran.entry.instructions:
+    for instruction in ran.instructions():
         step = provenance.get(instruction.name, instruction.name)
         if instruction.name in provenance or step in rewritten:
             composed[instruction.name] = rewritten.get(step, step)
@@ -97,6 +100,7 @@ class TraceJob:
     matched_by: str = "provenance"
     top: int = TRACE_TOP
     warnings: tuple[str, ...] = field(default=())
+    iterations: int = TRACE_ITERATIONS
 
 
 @dataclass
@@ -121,6 +125,62 @@ class _Running:
 def _run(module: Module, inputs: Sequence[np.ndarray], label: str) -> list[np.ndarray]:
     executable = _compile(Prepared(module.to_text(), ()), label)
     return executable(list(inputs))
+
+
+@dataclass
+class _Expanded:
+    """A module with its calls, loops and conditionals brought into the entry (`unrolling`), each entry
+    instruction's origin, and what ran: how often each loop, which branch each conditional."""
+
+    module: Module
+    origin: dict[str, str]
+    loops: list[unrolling.Loop]
+    branches: list[unrolling.Branch]
+    runs: int
+
+
+#: How many times control flow inside control flow is brought into the entry (each a run to see how it ran).
+_DEPTH = 8
+
+
+def _expanded(module: Module, origin: dict[str, str], inputs: Sequence[np.ndarray], label: str, cap: int) -> _Expanded:
+    """`module` with its control flow in the entry, as it ran on `inputs`: one run per level of nesting
+    tells how many times each loop ran and which branch each conditional took (`unrolling.counted`)."""
+    instances: dict[str, unrolling.Instance] = {}
+    loops: list[unrolling.Loop] = []
+    branches: list[unrolling.Branch] = []
+    kept: set[str] = set()
+    runs = 0
+    for _ in range(_DEPTH):
+        module, made = unrolling.inlined(module)
+        instances.update(made)
+        whiles, selectors = unrolling.control_flow(module, kept)
+        if not whiles and not selectors:
+            break
+        probe, counters = unrolling.counted(module, whiles)
+        wanted = list(dict.fromkeys([*counters.values(), *selectors.values()]))
+        values = dict(zip(wanted, _run(graph.capture(probe, wanted), inputs, label)))
+        runs += 1
+        counts = {name: int(values[counter]) for name, counter in counters.items()}
+        endless = [name for name, count in counts.items() if count >= unrolling.ENDLESS]
+        if endless:
+            named = ", ".join(f"%{origin.get(name, name)}" for name in endless)
+            raise ExecutionError(
+                f"{label}: while {named} did not end within {unrolling.ENDLESS} iterations on these inputs: "
+                "an endless loop cannot be traced (nor run)"
+            )
+        taken = {
+            name: unrolling.branch_taken(values[selector], unrolling.branch_count(module, name))
+            for name, selector in selectors.items()
+        }
+        module, made, ran, chosen, middle = unrolling.unrolled(module, counts, taken, cap)
+        instances.update(made)
+        loops += ran
+        branches += chosen
+        kept |= middle
+    module, made = unrolling.inlined(module)
+    instances.update(made)
+    return _Expanded(module, unrolling.entry_origins(module, origin, instances), loops, branches, runs)
 
 
 def _leaf_bytes(executable: Executable) -> int:
@@ -169,13 +229,16 @@ def trace_prepared(job: TraceJob) -> TraceReport:
     from hloopt.text.parser import parse
 
     labels = [job.a.label, job.b.label]
-    module_a, module_b = parse(job.a.prepared.text, labels[0]), parse(job.b.prepared.text, labels[1])
     run_a, run_b = _compile(job.a.prepared, labels[0]), _compile(job.b.prepared, labels[1])
     _check_runnable([run_a, run_b], labels, job.max_bytes)
     shared = _shared_inputs([run_a, run_b], labels, job.inputs, job.seed)
-    a = _Running(module_a, run_a, _prepare(run_a, shared, job.seed))
-    b = _Running(module_b, run_b, _prepare(run_b, shared, job.seed))
-    pairs = graph.matched(module_a, job.a.origin, module_b, job.b.origin)
+    inputs_a, inputs_b = _prepare(run_a, shared, job.seed), _prepare(run_b, shared, job.seed)
+    ran_a = _expanded(parse(job.a.prepared.text, labels[0]), job.a.origin, inputs_a, labels[0], job.iterations)
+    ran_b = _expanded(parse(job.b.prepared.text, labels[1]), job.b.origin, inputs_b, labels[1], job.iterations)
+    module_a, module_b = ran_a.module, ran_b.module
+    a = _Running(module_a, run_a, inputs_a, ran_a.runs)
+    b = _Running(module_b, run_b, inputs_b, ran_b.runs)
+    pairs = graph.matched(module_a, ran_a.origin, module_b, ran_b.origin)
     reference, reference_of, reference_error = _reference(job, a.inputs)
     b_to_a = {pair.b: pair.a for pair in pairs}
     sizes_a = {i.name: graph.byte_count(i) for i in module_a.entry.instructions if graph.traced(i)}
@@ -226,6 +289,7 @@ def trace_prepared(job: TraceJob) -> TraceReport:
                     measure(value_a, value_b),
                     None if pair.b not in local or pair.a not in own else measure(own[pair.a], local[pair.b]),
                     None if value_r is None else verdict(value_a, value_b, value_r),
+                    *instance_of(pair.origin),
                 )
             )
     by_a = {t.a: t for t in traced}
@@ -250,7 +314,32 @@ def trace_prepared(job: TraceJob) -> TraceReport:
         reference_error,
         tuple(dict.fromkeys((*job.warnings, *job.a.prepared.warnings, *job.b.prepared.warnings))),
         job.top,
+        _loops(ran_a, ran_b, job.iterations),
+        _branches(ran_a, ran_b),
+        tuple((name, tuple(ran_a.origin.get(c, c) for c in callers)) for name, callers in unrolling.covered(module_a)),
     )
+
+
+def _loops(a: _Expanded, b: _Expanded, cap: int) -> tuple[LoopTrace, ...]:
+    """Each loop of A as it ran in A and in B (matched by origin), and the iterations traced."""
+    in_b = {b.origin.get(loop.site, loop.site): loop for loop in b.loops}
+    traces = []
+    for loop in a.loops:
+        site = a.origin.get(loop.site, loop.site)
+        other = in_b.get(site)
+        traces.append(LoopTrace(site, loop.iterations, None if other is None else other.iterations, loop.traced, cap))
+    return tuple(traces)
+
+
+def _branches(a: _Expanded, b: _Expanded) -> tuple[BranchTrace, ...]:
+    """Each conditional of A, the branch it took in A and in B, and how many it has."""
+    in_b = {b.origin.get(branch.site, branch.site): branch for branch in b.branches}
+    traces = []
+    for branch in a.branches:
+        site = a.origin.get(branch.site, branch.site)
+        other = in_b.get(site)
+        traces.append(BranchTrace(site, branch.taken, None if other is None else other.taken, branch.branches))
+    return tuple(traces)
 
 
 def _reference(job: TraceJob, inputs: Sequence[np.ndarray]) -> tuple[_Running | None, dict[str, str], str | None]:
@@ -269,8 +358,9 @@ def _reference(job: TraceJob, inputs: Sequence[np.ndarray]) -> tuple[_Running | 
     except (HloError, XlaError) as err:
         return None, {}, str(err)
     widened = [x.astype(host_spec(leaf)[1]) for x, leaf in zip(inputs, executable.parameters)]
-    chosen = graph.representatives(wide, origin)
-    return _Running(wide, executable, widened), {o: i.name for o, i in chosen.items()}, None
+    ran = _expanded(wide, origin, widened, "f64 reference", job.iterations)
+    chosen = graph.representatives(ran.module, ran.origin)
+    return _Running(ran.module, executable, widened, ran.runs), {o: i.name for o, i in chosen.items()}, None
 
 
 def _recomputed(
@@ -289,24 +379,28 @@ def _recomputed(
     if not roots:
         return {}
     recomputing, parameters = graph.recompute(module, roots, set(to_a))
-    by_name = {i.name: i for i in module.entry.instructions}
     fed = []
-    for name in parameters:
-        shape = by_name[name].shape
+    for name, parameter in zip(parameters, recomputing.entry.parameters()):
+        shape = parameter.shape
         assert isinstance(shape, ArrayShape)
         fed.append(values_a[to_a[name]].astype(host_spec(shape)[1]))
     return dict(zip(roots, _run(recomputing, fed, label)))
 
 
-def nan_prepared(traced: Side, inputs: list[np.ndarray] | None, seed: int, max_bytes: int) -> NanOrigin | None:
+def nan_prepared(
+    traced: Side, inputs: list[np.ndarray] | None, seed: int, max_bytes: int, iterations: int = TRACE_ITERATIONS
+) -> NanOrigin | None:
     """The first instruction, in dependency order, whose value has a NaN or Inf while every operand's is
-    finite (instructions without operands, parameters and constants, are not origins), in this process."""
+    finite (instructions without operands, parameters and constants, are not origins), in this process;
+    inside loops and branches too, named by its origin (``x@while.3#2``)."""
     from hloopt.text.parser import parse
 
-    module = parse(traced.prepared.text, traced.label)
     executable = _compile(traced.prepared, traced.label)
     _check_runnable([executable], [traced.label], max_bytes)
-    run = _Running(module, executable, _prepare(executable, inputs, seed))
+    given = _prepare(executable, inputs, seed)
+    ran = _expanded(parse(traced.prepared.text, traced.label), traced.origin, given, traced.label, iterations)
+    module = ran.module
+    run = _Running(module, executable, given, ran.runs)
     order = [i for i in module.entry.post_order() if graph.traced(i)]
     budget = _budget(max_bytes, _leaf_bytes(executable), traced.label)
     sizes = [graph.byte_count(i) for i in order]
@@ -330,12 +424,17 @@ def nan_prepared(traced: Side, inputs: list[np.ndarray] | None, seed: int, max_b
         operands = [o.name for o in instruction.operands if graph.traced(o)]
         values = run.values([instruction.name, *operands])
         value = values[instruction.name]
+
+        def shown(name: str) -> str:  # a copy by its origin (``l@while.3#2``), others as they ran
+            copied = ran.origin.get(name, "")
+            return copied if "@" in copied else name
+
         return NanOrigin(
-            instruction.name,
+            shown(instruction.name),
             instruction.opcode,
             index,
             str(value[index]),
-            tuple((name, value_at(values[name], index)) for name in operands),
+            tuple((shown(name), value_at(values[name], index)) for name in operands),
         )
     return None
 
@@ -350,6 +449,7 @@ def trace(
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     *,
+    iterations: int = TRACE_ITERATIONS,
     pool: IsolatedPool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TraceReport:
@@ -366,6 +466,7 @@ def trace(
             seed,
             max_bytes,
             "provenance" if b is None else "names",
+            iterations=iterations,
         )
         return isolated_call(trace_prepared, job, timeout=limit(timeout), label="A against B", pool=workers)
 
@@ -378,11 +479,12 @@ def nan_origin(
     seed: int = 0,
     max_bytes: int = DEFAULT_MAX_BYTES,
     *,
+    iterations: int = TRACE_ITERATIONS,
     pool: IsolatedPool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> NanOrigin | None:
     """`hloopt trace --nan` from Python: where `module` (after `passes`) first makes a NaN or Inf."""
     with worker_pool(pool) as workers:
         traced = side(module, numerics, "module", passes)
-        args = (traced, _host(inputs), seed, max_bytes)
+        args = (traced, _host(inputs), seed, max_bytes, iterations)
         return isolated_call(nan_prepared, *args, timeout=limit(timeout), label="module", pool=workers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hloopt.analysis import tracing as graph
+from hloopt.analysis import unrolling
 from hloopt.errors import HloError
 from hloopt.passes.pipeline import run_pipeline
 from hloopt.text.parser import parse
@@ -31,7 +32,7 @@ def test_the_member_no_other_uses_stands_for_the_group() -> None:
 def test_origins_keep_input_names_and_drop_what_came_from_nothing() -> None:
     module = parse(TEXT, "m")
     found = graph.origins(module, {"w": "m"}, ["x", "k", "m", "n"])
-    assert found == {"x": "x", "k": "k", "m": "m", "w": "m", "n": "n"}  # the tuple is not traced
+    assert found == {"x": "x", "k": "k", "m": "m", "w": "m", "n": "n"}  # t was not in the input
 
 
 def test_matching_after_a_pass_follows_provenance() -> None:
@@ -128,14 +129,60 @@ ENTRY main {
 """
 
 
-def test_inlined_takes_in_calls_called_once_nested_too_and_nothing_else() -> None:
-    """Calls whose computation only they call come into the entry (and calls inside those); a
-    computation called twice, a while's body and condition, and a reduce's computation stay."""
+def test_inlined_takes_in_every_call_a_shared_one_per_call_site() -> None:
+    """Calls whose computation only they call come in under their own names (nested calls too); a
+    computation called twice comes in once per call site, its copies instances of that site; a while's body
+    and condition and a reduce's computation stay."""
     module = parse(NESTED, "n")
-    flat = graph.inlined(module)
+    flat, instances = unrolling.inlined(module)
     names = [i.name for i in flat.entry.post_order()]
-    assert names[:5] == ["x", "k", "s", "dn", "t1"] and "c" not in names and "e" not in names
-    assert {c.name for c in flat.computations} == {"add", "twice", "cond", "body", "main"}
-    assert [i.opcode for i in flat.entry.instructions if i.opcode in ("call", "while")] == ["call", "call", "while"]
+    assert names[:6] == ["x", "k", "s", "dn", "q.t1", "q.t2"] and not {"c", "e", "t1", "t2"} & set(names)
+    assert {c.name for c in flat.computations} == {"add", "cond", "body", "main"}
+    assert [i.opcode for i in flat.entry.instructions if i.opcode in ("call", "while")] == ["while"]
+    assert sorted((i.template, i.site) for i in instances.values()) == [("q", "t1"), ("q", "t2")]
+    origin = unrolling.entry_origins(flat, {n: n for n in ("q", "t1", "t2", "x")}, instances)
+    assert sorted(o for o in origin.values() if "@" in o) == ["q@t1", "q@t2"]
     assert module.to_text() == parse(NESTED, "n").to_text()  # the input is left as it was
     parse(flat.to_text(), "n")  # and the copy reads back
+
+
+@pytest.mark.parametrize(("runs", "cap"), [(0, 4), (3, 4), (4, 4), (10, 4), (5, 1)])
+def test_a_loop_is_unrolled_as_it_ran_up_to_the_cap_then_the_last(runs: int, cap: int) -> None:
+    """A loop that ran at most `cap` times becomes that many copies of its condition and body; beyond, the
+    first cap - 1 and the last, the iterations between kept as a counted loop."""
+    flat, _ = unrolling.inlined(parse(NESTED, "n"))
+    assert unrolling.control_flow(flat) == (["w"], {})
+    probe, counters = unrolling.counted(flat, ["w"])
+    assert list(counters) == ["w"] and parse(probe.to_text(), "n")
+    out, instances, loops, branches, kept = unrolling.unrolled(flat, {"w": runs}, {}, cap)
+    traced = tuple(range(runs)) if runs <= cap else (*range(cap - 1), runs - 1)
+    assert loops == [unrolling.Loop("w", runs, traced)] and not branches
+    assert sorted({i.iteration or 0 for i in instances.values() if i.template == "bw"}) == list(traced)
+    assert len(kept) == (runs > cap) and unrolling.control_flow(out, kept) == ([], {})
+    parse(out.to_text(), "n")
+
+
+def test_a_conditional_becomes_its_branch_taken() -> None:
+    text = """HloModule c
+left {
+  a = f32[4] parameter(0)
+  ROOT l = f32[4] negate(a)
+}
+right {
+  b = f32[4] parameter(0)
+  ROOT r = f32[4] exponential(b)
+}
+ENTRY main {
+  p = pred[] parameter(0)
+  x = f32[4] parameter(1)
+  ROOT c = f32[4] conditional(p, x, x), true_computation=left, false_computation=right
+}
+"""
+    flat = parse(text, "c")
+    assert unrolling.control_flow(flat) == ([], {"c": "p"})
+    assert unrolling.branch_taken(True, 2) == 0 and unrolling.branch_taken(False, 2) == 1
+    assert [unrolling.branch_taken(i, 3) for i in (-1, 0, 2, 7)] == [2, 0, 2, 2]
+    out, instances, _, branches, _ = unrolling.unrolled(flat, {}, {"c": 1}, 4)
+    assert branches == [unrolling.Branch("c", 1, 2)]
+    assert [i.template for i in instances.values()] == ["r"]
+    assert {c.name for c in out.computations} == {"main"} and "p" in [i.name for i in out.entry.instructions]

@@ -80,3 +80,12 @@ def test_first_nonfinite_and_value_at() -> None:
     assert first_nonfinite(np.array([1, 2], np.float32)) is None and first_nonfinite(np.array([1], np.int32)) is None
     assert value_at(values, (0, 1)) == "2.0"
     assert value_at(np.array([1, 3], np.float32), (1, 0)) == "float32[2] in [1, 3]"
+
+
+def test_ulps_of_64_bit_floats_count_across_zero() -> None:
+    """f64 and c128 bit patterns take the whole 64 bits: -2 and 2 are 2**63 ULPs apart, not an overflow."""
+    one_up = measure(np.array([1.0, 3.0]), np.array([np.nextafter(1.0, 2.0), 3.0]))
+    assert (one_up.max_ulp, one_up.ulp_type) == (1, "f64")
+    assert measure(np.array([-2.0]), np.array([2.0])).max_ulp == 2**63
+    assert measure(np.array([1 + 1j]), np.array([1 - 1j])).max_ulp == 2 * 0x3FF0000000000000
+    assert measure(np.array([0.0]), np.array([-0.0])).max_ulp == 0

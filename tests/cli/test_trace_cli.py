@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from looping import counted_loop
 
 from hloopt.cli.trace import trace_command
 
@@ -157,3 +158,43 @@ def test_instructions_inside_a_call_are_traced(tmp_path: Path) -> None:
     over = {row["a"]: row["local_over_tolerance"] for row in report["instructions"]}
     assert over == {"x": False, "k": False, "s": True, "e": False, "t": False}
     assert report["outputs"][0]["path"] == ["t", "e", "s"]
+
+
+LOOP = counted_loop(
+    4,
+    """
+    step = f32[4] constant({1, 1, 1, 1})
+    acc = f32[4] subtract(bv, step)
+    l = f32[4] log(acc)
+    """,
+    "ROOT out = f32[4] copy(wv)",
+)
+
+
+@pytest.mark.slow
+def test_a_loop_body_is_traced_per_iteration_up_to_the_cap(tmp_path: Path) -> None:
+    """--loop-iterations 2: the first iteration and the last are traced; the JSON says how the loop ran."""
+    (tmp_path / "a.hlo").write_text(LOOP)
+    (tmp_path / "b.hlo").write_text(LOOP.replace("subtract(bv, step)", "add(bv, step)"))
+    np.savez(tmp_path / "in.npz", np.array([10, 20, 30, 40], np.float32))
+    code, out = invoke(
+        tmp_path / "a.hlo", tmp_path / "b.hlo", "--inputs", tmp_path / "in.npz", "--loop-iterations", "2"
+    )
+    assert code == 1 and "first local error over tolerance: %acc@w#0" in out, out
+    assert "loop %w: 4 iterations in A, 4 in B; traced: 0, 3 (cap 2)" in out
+    code, out = invoke(tmp_path / "a.hlo", tmp_path / "b.hlo", "--inputs", tmp_path / "in.npz", "--json")
+    report = json.loads(out)
+    assert report["loops"] == [{"site": "w", "iterations_a": 4, "iterations_b": 4, "traced": [0, 1, 2, 3], "cap": 16}]
+    rows = [row for row in report["instructions"] if row["instruction"] == "acc@w"]
+    assert [row["iteration"] for row in rows] == [0, 1, 2, 3] and {row["site"] for row in rows} == {"w"}
+    (acc,) = [row for row in report["iterated"] if row["instruction"] == "acc@w"]
+    assert acc["iterations"] == 4 and acc["moved"]
+
+
+@pytest.mark.slow
+def test_nan_origin_inside_a_loop_body_names_its_iteration(tmp_path: Path) -> None:
+    (tmp_path / "a.hlo").write_text(LOOP)
+    np.savez(tmp_path / "in.npz", np.array([10, 20, 2.5, 40], np.float32))
+    code, out = invoke(tmp_path / "a.hlo", "--nan", "--inputs", tmp_path / "in.npz", "--json")
+    origin = json.loads(out)["nan_origin"]
+    assert code == 1 and origin["instruction"] == "l@w#2" and origin["index"] == [2], out

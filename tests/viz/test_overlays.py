@@ -85,7 +85,7 @@ def test_the_error_overlays_carry_the_traces_ulps() -> None:
     """The trace of the MLP against its auto-cast (XLA in a worker): each traced instruction's local and
     propagated max_ulp on the input's node (its origin) and on the output's (B's name)."""
     before, after, provenance = _pipeline(MLP, AUTO_CAST)
-    report = run_trace(TraceRun(str(MLP), None, AUTO_CAST, ("xla", "xla"), None, 0, 1 << 30), 600)
+    report = run_trace(TraceRun(str(MLP), None, AUTO_CAST, ("xla", "xla"), None, 0, 1 << 30), 600).result
     assert isinstance(report, TraceReport)
     trace = json.loads(report.to_json())
     view = make_view("m", before, after, provenance, trace)

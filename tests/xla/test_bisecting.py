@@ -10,9 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import sampled
-from planted_passes import WrongAtSome, WrongMultiplyAtSome
+from planted_passes import BrokenMatching, BrokenMultiply, WrongAtSome, WrongMultiplyAtSome
 from xla_workers import on_worker_path
 
+from hloopt.passes.base import PassError
 from hloopt.xla.bisecting import Site, bisect, minimal
 from hloopt.xla.bridge import IsolatedPool
 
@@ -115,3 +116,14 @@ def test_ddmin_finds_each_set_that_fails_only_whole(n: int) -> None:
 
             assert minimal(sites, fails) == list(needed)
             assert minimal(sites, fails, min(4, n)) == list(needed)
+
+
+@pytest.mark.parametrize("broken", [BrokenMultiply(), BrokenMatching()], ids=lambda p: p.name)
+def test_a_pass_failing_while_bisected_is_named_not_its_site_filter(broken: WrongAtSome, pool: IsolatedPool) -> None:
+    """The bisection runs each pass wrapped in a site filter, one pass at a time: its error still names the
+    real pass and the passes before it, as a pipeline's does."""
+    with pytest.raises(PassError) as raised:
+        bisect(adds_and_multiplies(6, 0), [WrongAtSome(), broken], pool=pool)
+    message = str(raised.value)
+    assert message.startswith(f"in pass {broken.name} (after test-wrong-at-some): ")
+    assert "site-filter" not in message
