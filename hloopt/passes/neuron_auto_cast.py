@@ -104,7 +104,7 @@ _ONE_TYPE = {name: frozenset((name,)) for name in ("f32", "bf16", "f16", "s32", 
 def _callers(module: Module) -> dict[Computation, list[Instruction]]:
     found: dict[Computation, list[Instruction]] = {}
     for instruction in module.instructions():
-        if instruction.opcode in _CALLING or instruction.opcode not in LISTED:
+        if instruction.attributes and (instruction.opcode in _CALLING or instruction.opcode not in LISTED):
             for callee in instruction.called_computations():
                 found.setdefault(callee, []).append(instruction)
     return found
@@ -118,15 +118,20 @@ def auto_cast_plan(module: Module, options: NeuronAutoCast) -> dict[Instruction,
 Inheritance = dict[Computation, Decision | None]
 
 
-def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, Decision], Inheritance]:
+def _plan(
+    module: Module, options: NeuronAutoCast, *, complete: bool = True
+) -> tuple[dict[Instruction, Decision], Inheritance]:
     """The plan, and what each computation takes from its callers.
 
     A computation whose every caller is stamped is stamped with them (a pinned reduce pins its
     reducer); one whose every caller accumulates in F32 is that accumulation (its ops accumulate_f32).
-    Callers come after their callees in a module, so computations are decided last to first.
+    Callers come after their callees in a module, so computations are decided last to first. Not
+    `complete` (the pass itself), outside ``all`` mode the ops no decision could change are left out:
+    most of a module, whose reasons only ``hloopt dtypes`` reads.
     """
     shapes = ShapeResolver(module)
     callers = _callers(module)
+    complete = complete or options.mode == "all"
     free = _free_reducers(callers)
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
@@ -146,7 +151,9 @@ def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, De
             if instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
                     plan[instruction] = Decision(reason="io")
-            elif listed(instruction):
+            elif instruction.opcode in LISTED and (
+                complete or instruction.opcode in ACCUMULATING or inherited[computation] is not None
+            ):
                 plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free)
     return plan, inherited
 
@@ -239,10 +246,10 @@ class NeuronAutoCast(HloPass):
     accumulate: Accumulate = "f32"
 
     def matches(self, module: Module) -> list[Instruction]:
-        return [i for i, d in auto_cast_plan(module, self).items() if d.changes]
+        return [i for i, d in _plan(module, self, complete=False)[0].items() if d.changes]
 
     def run_on_module(self, module: Module) -> PassResult:
-        plan, inherited = _plan(module, self)
+        plan, inherited = _plan(module, self, complete=False)
         changing = {i: d for i, d in plan.items() if d.changes}
         if not changing:
             return PassResult(False)
