@@ -502,7 +502,7 @@ class Module:
     def unique_name(self, prefix: str) -> str:
         """A module-wide fresh name ``prefix.N`` (XLA's NameUniquer style), deterministic."""
         if self._names is None:
-            self._names = names = {}
+            self._names = names = dict[str, int]()
             for instruction in self.instructions():  # every name taken, once
                 base, number = _name_parts(instruction.name)
                 if names.get(base, 0) <= number:
