@@ -18,20 +18,25 @@ are `auto_cast_plan`'s, which ``hloopt dtypes`` reads too; see docs/decisions.md
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import DEFAULT_FP8_CONFIG
 from hloopt.errors import HloError
-from hloopt.ir.attribute_values import FrontendAttributes
+from hloopt.ir.async_form import fresh_computation_name
+from hloopt.ir.attribute_values import ComparisonDirection, FrontendAttributes, Int, IntList, integers
 from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import FLOAT_TYPES
-from hloopt.ir.module import Computation, Instruction, Module
+from hloopt.ir.literal import Literal as HloLiteral
+from hloopt.ir.module import AttributeValue, Computation, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_WRAPPERS, ROWS, Elementwise
-from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
+from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, default_layout, leaf_shapes
 from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
 from hloopt.passes.retyping import (
@@ -76,10 +81,12 @@ class Decision:
     cast: AutoCastType | None = None
     accumulate_f32: bool = False
     reason: SkipReason | None = None
+    #: A low-precision reduce under ``accumulate=native``: rounded to its own type after each step, in order.
+    per_step: bool = False
 
     @property
     def changes(self) -> bool:
-        return self.cast is not None or self.accumulate_f32
+        return self.cast is not None or self.accumulate_f32 or self.per_step
 
 
 def listed(instruction: Instruction) -> bool:
@@ -187,6 +194,7 @@ _INTEGER = Decision(reason="integer")
 _STAMPED = Decision(reason="stamped")
 _NOT_COVERED = Decision(reason="not-covered")
 _ACCUMULATING = Decision(accumulate_f32=True)
+_PER_STEP = Decision(per_step=True)
 _F32 = frozenset(("f32",))
 
 
@@ -210,12 +218,15 @@ def _decide(
     accumulates = (
         options.accumulate == "f32" and opcode in ACCUMULATING and free.issuperset(instruction.called_computations())
     )
+    native = options.accumulate == "native" and opcode == "reduce" and len(operands) == 2
     if options.mode == "all" and "f32" in every and not is_boundary(instruction, shapes):
-        return Decision(options.type, accumulates)
+        return Decision(options.type, accumulates, per_step=native)
     if options.mode == "matmult" and opcode in MATMUL and result == _F32 and all(t == _F32 for t in operands[:2]):
         return Decision(options.type)
     if accumulates and result and result <= LOW_PRECISION:
         return _ACCUMULATING
+    if native and result and result <= LOW_PRECISION:
+        return _PER_STEP
     return _NOT_COVERED
 
 
@@ -263,8 +274,12 @@ class NeuronAutoCast(HloPass):
             provenance += _round_all(module, plan)
         provenance += _accumulate_in_f32(module, plan, inherited)
         stamps: dict[tuple[object, str], FrontendAttributes] = {}
+        shapes = ShapeResolver(module)  # after the rewrites above
         for instruction, decision in changing.items():
-            _stamp(instruction, decision.cast or "f32", stamps)
+            if decision.per_step:
+                provenance += _reduce_per_step(instruction, shapes, stamps)
+            else:
+                _stamp(instruction, decision.cast or "f32", stamps)
         return PassResult(True, len(changing), provenance=tuple(provenance))
 
 
@@ -478,3 +493,103 @@ def _in_f32(
         _redirect(parent, instruction, result, builder.created)
         provenance += provenance_of(instruction, [instruction, *builder.created])
     return provenance
+
+
+# --------------------------------------------------------------------------- native accumulation
+
+
+def _reduce_per_step(
+    reduce: Instruction, shapes: ShapeResolver, stamps: dict[tuple[object, str], FrontendAttributes]
+) -> list[tuple[str, str]]:
+    """A low-precision reduce as the device computes it without mixed-precision accumulation: one step per
+    element, in row-major order of the reduced dimensions, each rounded to the reduce's type.
+
+    XLA's CPU reorders a reduce (windows of 32 steps, then the windows' sums: jax 0.10) and computes
+    some in f32, so the steps are written as a ``while`` over the reduced elements, each applying the
+    reducer with ``map`` (a bf16 ``map`` computes in f32 and rounds, step by step).
+    """
+    computation = reduce.parent
+    module = computation.parent if computation is not None else None
+    assert computation is not None and module is not None
+    data, init = reduce.operands
+    source, result, reducer = shapes(data), shapes(reduce), reduce.attributes.get("to_apply")
+    assert isinstance(source, ArrayShape) and isinstance(result, ArrayShape) and isinstance(reducer, Computation)
+    reduced = sorted(integers(reduce.attributes.get("dimensions")))
+    kept = [d for d in range(source.rank) if d not in reduced]
+    rows_shape = _default(source.element_type, (math.prod(source.dims[d] for d in reduced), *result.dims))
+    row_shape = _default(source.element_type, (1, *result.dims))
+    state_shape = TupleShape((_S32, result, rows_shape))
+
+    def made(
+        where: Computation,
+        opcode: str,
+        shape: Shape,
+        operands: Sequence[Instruction] = (),
+        attributes: dict[str, AttributeValue] | None = None,
+        number: int | None = None,
+        literal: HloLiteral | None = None,
+    ) -> Instruction:
+        made_name = module.unique_name(f"{reduce.name}.state" if number is not None else opcode)
+        instruction = Instruction(made_name, opcode, shape, operands, attributes, literal, number, written_order=False)
+        return where.append(instruction)
+
+    def constant(where: Computation, value: int) -> Instruction:
+        return made(where, "constant", _S32, literal=_s32(value))
+
+    def part(state: Instruction, index: int) -> Instruction:
+        return made(
+            state.parent or computation,
+            "get-tuple-element",
+            state_shape.elements[index],
+            [state],
+            {"index": Int(index)},
+        )
+
+    condition = Computation(fresh_computation_name(module, f"{reduce.name}.steps"))
+    state = made(condition, "parameter", state_shape, number=0)
+    limit = constant(condition, rows_shape.dims[0])
+    less: dict[str, AttributeValue] = {"direction": ComparisonDirection.LT}
+    condition.set_root(made(condition, "compare", ArrayShape("pred"), [part(state, 0), limit], less))
+
+    body = Computation(fresh_computation_name(module, f"{reduce.name}.step"))
+    state = made(body, "parameter", state_shape, number=0)
+    count, total, rows = (part(state, index) for index in range(3))
+    zeros = [constant(body, 0)] * len(kept) if kept else []  # where each kept dimension starts
+    sizes: dict[str, AttributeValue] = {"dynamic_slice_sizes": IntList(row_shape.dims)}
+    row = made(body, "dynamic-slice", row_shape, [rows, count, *zeros], sizes)
+    element = made(body, "reshape", result, [row])
+    mapped: dict[str, AttributeValue] = {"dimensions": IntList(tuple(range(result.rank))), "to_apply": reducer}
+    total = made(body, "map", result, [total, element], mapped)
+    one = constant(body, 1)
+    after = made(body, "add", _S32, [count, one])
+    body.set_root(made(body, "tuple", state_shape, [after, total, rows]))
+    module.add_computation(body, before=computation)  # as XLA prints a while's computations
+    module.add_computation(condition, before=computation)
+
+    builder = Builder.before(reduce)
+    order = (*reduced, *kept)
+    rows = data
+    if order != tuple(range(source.rank)):  # the reduced dimensions first, in their order
+        moved = _default(source.element_type, tuple(source.dims[d] for d in order))
+        rows = builder.add("transpose", moved, [data], {"dimensions": IntList(order)})
+    if rows.shape != rows_shape:
+        rows = builder.add("reshape", rows_shape, [rows])
+    start = builder.add("broadcast", result, [init], {"dimensions": IntList(())}) if result.rank else init
+    first = builder.tuple([builder.constant(_s32(0)), start, rows], state_shape)
+    loop = builder.add("while", state_shape, [first], {"condition": condition, "body": body})
+    _stamp(loop, result.element_type, stamps)
+    out = builder.get_tuple_element(loop, 1, result)
+    computation.replace_all_uses(reduce, out)
+    computation.remove(reduce)
+    return list(provenance_of(reduce, [*builder.created, *condition.instructions, *body.instructions]))
+
+
+_S32 = ArrayShape("s32")
+
+
+def _s32(value: int) -> HloLiteral:
+    return HloLiteral.from_value(_S32, np.array(value, np.int32))
+
+
+def _default(element_type: str, dims: tuple[int, ...]) -> ArrayShape:
+    return ArrayShape(element_type, dims, (False,) * len(dims), default_layout(len(dims)))
