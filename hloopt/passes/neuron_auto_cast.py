@@ -51,7 +51,7 @@ from hloopt.passes.retyping import (
 Mode = Literal["none", "matmult", "all"]
 AutoCastType = Literal["bf16", "fp16", "tf32", "fp8_e4m3"]
 Accumulate = Literal["f32", "native"]
-SkipReason = Literal["stamped", "io", "integer", "not-covered"]
+SkipReason = Literal["stamped", "io", "integer", "not-covered", "buffer", "unknown-shape"]
 
 #: The HLO element type each auto-cast type is stored in; tf32 has none (f32 values rounded as float32r).
 STORAGE: dict[str, str | None] = {"bf16": "bf16", "fp16": "f16", "fp8_e4m3": "f8e4m3", "tf32": None}
@@ -142,20 +142,15 @@ def _plan(
     free = _free_reducers(callers)
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
-    # A buffer (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write, and a shape the
-    # text left out that hloopt cannot infer (a while's, say) cannot be retyped: under ``all`` a module that
-    # holds either keeps its types (every op not-covered) rather than be refused.
-    kept = options.mode == "all" and any(holds_buffer(i.shape) or shapes(i) is None for i in module.instructions())
+    held = _held(module, shapes) if options.mode == "all" else {}
     for computation in reversed(module.computations):
         found = callers.get(computation, [])
-        if kept or (
-            options.mode == "all" and any(c.opcode in ASYNC_WRAPPERS or _wrapped(c.parent, inherited) for c in found)
-        ):
-            inherited[computation] = _NOT_COVERED  # an async op's computation (and what it calls) keeps its types
-        else:
-            inherited[computation] = _inherited(found, plan, inherited)
+        kept = _kept_by_callers(found, held, inherited) if options.mode == "all" else None
+        inherited[computation] = kept or _inherited(found, plan, inherited)
         for instruction in computation.instructions:
-            if instruction.opcode == "parameter":
+            if instruction in held:
+                plan[instruction] = held[instruction]
+            elif instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
                     plan[instruction] = Decision(reason="io")
             elif instruction.opcode in LISTED and (
@@ -179,11 +174,43 @@ def _inherited(
     return None
 
 
+def _held(module: Module, shapes: ShapeResolver) -> dict[Instruction, Decision]:
+    """``all`` mode: the ops that keep their types because of what they hold or read, with the reason. A buffer
+    (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write; a shape the text left out
+    that hloopt cannot infer (a while's, say) can be neither retyped nor converted. An op whose shape or an
+    operand's is such keeps its types, so every value crossing to a cast op is an array of known type (converts
+    at the edges); the computations it calls keep theirs (`_kept_by_callers`). The rest of the module is cast."""
+    held: dict[Instruction, Decision] = {}
+    for instruction in module.instructions():
+        for shape in (shapes(instruction), *(shapes(o) for o in instruction.operands)):
+            if shape is None:
+                held[instruction] = _UNKNOWN_SHAPE
+                break
+            if holds_buffer(shape):
+                held[instruction] = _BUFFER
+    return held
+
+
+def _kept_by_callers(
+    callers: list[Instruction], held: dict[Instruction, Decision], inherited: Inheritance
+) -> Decision | None:
+    """``all`` mode: why a computation keeps its types, if a caller makes it: an async op calls it (its callers'
+    async shapes would have to change with it, and the printer spells it as sugar), a held op does
+    (`_held`), or a caller sits in a computation that keeps its types."""
+    for caller in callers:
+        if caller in held:
+            return held[caller]
+        if caller.opcode in ASYNC_WRAPPERS:
+            return _NOT_COVERED
+        if _wrapped(caller.parent, inherited):
+            return _from_parent(caller, inherited)
+    return None
+
+
 def _wrapped(computation: Computation | None, inherited: Inheritance) -> bool:
-    """Whether `computation` keeps its types under ``all`` because an async op calls it (or what it is called from):
-    its callers' async shapes would have to change with it, and the printer spells such a computation as sugar."""
+    """Whether `computation` keeps its types under ``all`` because of its callers (`_kept_by_callers`)."""
     decision = inherited.get(computation) if computation is not None else None
-    return decision is not None and decision.reason == "not-covered"
+    return decision is not None and decision.reason in _KEEPING
 
 
 def _from_parent(caller: Instruction, inherited: Inheritance) -> Decision | None:
@@ -195,6 +222,12 @@ _STAMPED = Decision(reason="stamped")
 _NOT_COVERED = Decision(reason="not-covered")
 _ACCUMULATING = Decision(accumulate_f32=True)
 _PER_STEP = Decision(per_step=True)
+_BUFFER = Decision(reason="buffer")
+_UNKNOWN_SHAPE = Decision(reason="unknown-shape")
+#: Reasons an op keeps its types under ``all`` with converts at its edges.
+_PINNING = frozenset(("stamped", "io", "buffer", "unknown-shape"))
+#: Reasons a computation keeps its types under ``all`` whatever its own ops are.
+_KEEPING = frozenset(("not-covered", "buffer", "unknown-shape"))
 _F32 = frozenset(("f32",))
 
 
@@ -352,7 +385,7 @@ def _cast_all(
             return instruction.opcode in _CALLING and any(
                 _wrapped(c, inherited) for c in instruction.called_computations()
             )
-        return decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
+        return decision.reason in _PINNING or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
 
     def to_storage(shape: ArrayShape) -> ArrayShape:
         return packed_size_dropped(shape, storage)
@@ -362,6 +395,10 @@ def _cast_all(
     entry = module.entry
     root_shape = known_shape(shapes, entry.root) if entry.root is not None else None
     plans = [(c, plan_computation(c, shapes, retyping)) for c in module.computations if inherited.get(c) is None]
+    kept_root = entry.root is not None and not plan.get(entry.root, _NOT_COVERED).accumulate_f32
+    for computation, computation_plan in plans:  # an entry root that keeps its types is the output as it is
+        if computation is entry and kept_root:  # (one accumulating in F32 rounds once, to the cast type)
+            computation_plan.widen = [(user, fixed) for user, fixed in computation_plan.widen if user is not None]
     _, provenance = apply_plans(plans, shapes, retyping)
     root = entry.root
     if root is not None and root_shape is not None and root.shape is not None and root.shape != root_shape:

@@ -492,8 +492,9 @@ def test_a_tuple_of_scalar_constants_is_retyped_as_scalars() -> None:
     assert "(f32[], f32[]) constant(( 1, 10 ))" in passes_text(f32.replace("f32", "bf16"), "upcast-all-to-fp32")
 
 
-def test_all_mode_keeps_a_module_holding_a_buffer() -> None:
-    """A ``b(…)`` buffer cannot be converted: the module keeps its types (`not-covered`), it is not refused."""
+def test_all_mode_keeps_only_the_ops_holding_or_reading_a_buffer() -> None:
+    """A ``b(…)`` buffer cannot be converted: the Pin holding one and the Unpin reading it keep their types
+    (named: ``buffer``), the ops around them are cast, with converts at their edges (the golden file's case)."""
     text = hlo("""
         HloModule pinned
 
@@ -505,24 +506,47 @@ def test_all_mode_keeps_a_module_holding_a_buffer() -> None:
         }
     """)
     module = parse(text)
-    assert by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))["e"] == Decision(reason="not-covered")
-    assert passes_text(text, "neuron-auto-cast{mode=all}") == parse(text).to_text()
+    plan = by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))
+    assert plan["a"] == plan["c"] == Decision(reason="buffer") and plan["e"] == Decision("bf16")
+    printed = passes_text(text, "neuron-auto-cast{mode=all}")
+    out = {i.name: i for i in parse(printed).instructions()}
+    (read,) = out["a"].operands  # the Pin reads the cast exponential converted back to f32
+    assert read.opcode == "convert" and read.shape is not None and read.shape.to_text(False) == "f32[32]"
+    assert read.operands[0].shape is not None and read.operands[0].shape.to_text(False) == "bf16[32]"
+    (line,) = [line for line in printed.splitlines() if " exponential(" in line]
+    assert 'auto_cast="bf16"' in line and " = b(f32[32]{0}) custom-call(" in printed
 
 
-def test_all_mode_keeps_a_module_with_a_shape_it_cannot_infer() -> None:
-    text = hlo("""
-        HloModule unshaped
+UNSHAPED = hlo("""
+    HloModule unshaped
 
-        max {
-          p0 = f32[] parameter(0)
-          p1 = f32[] parameter(1)
-          ROOT max = f32[] maximum(p0, p1)
-        }
+    max {
+      p0 = f32[] parameter(0)
+      p1 = f32[] parameter(1)
+      ROOT max = f32[] maximum(p0, p1)
+    }
 
-        ENTRY test {
-          p = f32[16,32] parameter(0)
-          constant = f32[] constant(-inf)
-          ROOT reduce-window = reduce-window(p, constant), window={size=1x1 pad=1_2x3_4}, to_apply=max
-        }
-    """)
-    assert passes_text(text, "neuron-auto-cast{mode=all}") == parse(text).to_text()
+    ENTRY test {
+      p = f32[16,32] parameter(0)
+      e = f32[16,32] exponential(p)
+      constant = f32[] constant(-inf)
+      rw = reduce-window(e, constant), window={size=1x1 pad=1_2x3_4}, to_apply=max
+      ROOT n = f32[19,39] negate(rw)
+    }
+""")
+
+
+def test_all_mode_keeps_only_the_ops_whose_shape_it_cannot_infer() -> None:
+    """The padded reduce-window's shape is left out and hloopt cannot infer it: it, its reducer and its user keep
+    their types (named: ``unknown-shape``); the exponential feeding it is cast, and XLA computes exactly that:
+    the padding stays -inf and every other element is the bf16 exponential of the bf16 input, negated in f32."""
+    module = parse(UNSHAPED)
+    plan = by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="all")))
+    assert plan["rw"] == plan["n"] == plan["max"] == Decision(reason="unknown-shape")
+    assert plan["e"] == Decision("bf16")
+    values = np.random.default_rng(4).standard_normal((16, 32)).astype(np.float32)
+    (got,) = _run(UNSHAPED, "neuron-auto-cast{mode=all},emulate-neuron-converts", [values])
+    (written,) = bridge.execute(UNSHAPED, [values])
+    e = rounded(np.exp(rounded(values, "bf16")), "bf16")
+    np.testing.assert_allclose(got[1:17, 3:35], -e, rtol=2**-20)  # XLA's exp may differ from numpy's in a last bit
+    assert np.array_equal(np.isinf(got), np.isinf(written)) and not np.array_equal(got, written)
