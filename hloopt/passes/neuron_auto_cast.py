@@ -140,6 +140,7 @@ def _plan(
     callers = _callers(module)
     complete = complete or options.mode == "all"
     free = _free_reducers(callers)
+    fused = {callee for callee, found in callers.items() if any(c.opcode == "fusion" for c in found)}
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
     held = _held(module, shapes) if options.mode == "all" else {}
@@ -156,7 +157,7 @@ def _plan(
             elif instruction.opcode in LISTED and (
                 complete or instruction.opcode in ACCUMULATING or inherited[computation] is not None
             ):
-                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free)
+                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free, fused)
     return plan, inherited
 
 
@@ -237,6 +238,7 @@ def _decide(
     options: NeuronAutoCast,
     inherited: Decision | None,
     free: set[Computation],
+    fused: set[Computation],
 ) -> Decision:
     result = _types(shapes(instruction))
     operands = [_types(shapes(o)) for o in instruction.operands]
@@ -251,7 +253,7 @@ def _decide(
     accumulates = (
         options.accumulate == "f32" and opcode in ACCUMULATING and free.issuperset(instruction.called_computations())
     )
-    native = options.accumulate == "native" and opcode == "reduce" and len(operands) == 2
+    native = options.accumulate == "native" and opcode == "reduce" and _steps_writable(instruction, shapes, fused)
     if options.mode == "all" and "f32" in every and not is_boundary(instruction, shapes):
         return Decision(options.type, accumulates, per_step=native)
     if options.mode == "matmult" and opcode in MATMUL and result == _F32 and all(t == _F32 for t in operands[:2]):
@@ -261,6 +263,13 @@ def _decide(
     if native and result and result <= LOW_PRECISION:
         return _PER_STEP
     return _NOT_COVERED
+
+
+def _steps_writable(reduce: Instruction, shapes: ShapeResolver, fused: set[Computation]) -> bool:
+    """Whether a reduce's steps can be written out (`_reduce_per_step`): one input of static shape and a single
+    result, outside a fusion (whose computation holds no loop)."""
+    source = shapes(reduce.operands[0]) if len(reduce.operands) == 2 else None
+    return isinstance(source, ArrayShape) and not any(source.dynamic) and reduce.parent not in fused
 
 
 def holds_buffer(shape: Shape | None) -> bool:

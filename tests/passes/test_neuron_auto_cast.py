@@ -550,3 +550,31 @@ def test_all_mode_keeps_only_the_ops_whose_shape_it_cannot_infer() -> None:
     e = rounded(np.exp(rounded(values, "bf16")), "bf16")
     np.testing.assert_allclose(got[1:17, 3:35], -e, rtol=2**-20)  # XLA's exp may differ from numpy's in a last bit
     assert np.array_equal(np.isinf(got), np.isinf(written)) and not np.array_equal(got, written)
+
+
+def test_native_leaves_a_reduce_inside_a_fusion_as_written() -> None:
+    """A fusion's computation holds no loop, so a reduce inside one keeps XLA's accumulation (not-covered)."""
+    text = hlo("""
+        HloModule fused
+
+        sum {
+          a = bf16[] parameter(0)
+          b = bf16[] parameter(1)
+          ROOT s = bf16[] add(a, b)
+        }
+
+        fused_reduce {
+          p = bf16[4,8]{1,0} parameter(0)
+          z = bf16[] constant(0)
+          ROOT r = bf16[4]{0} reduce(p, z), dimensions={1}, to_apply=sum
+        }
+
+        ENTRY main {
+          x = bf16[4,8]{1,0} parameter(0)
+          ROOT f = bf16[4]{0} fusion(x), kind=kLoop, calls=fused_reduce
+        }
+    """)
+    module = parse(text)
+    plan = by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="none", accumulate="native")))
+    assert plan["r"] == Decision(reason="not-covered")
+    assert passes_text(text, "neuron-auto-cast{mode=none accumulate=native}") == parse(text).to_text()
