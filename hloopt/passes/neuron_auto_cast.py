@@ -37,7 +37,7 @@ from hloopt.ir.literal import Literal as HloLiteral
 from hloopt.ir.module import AttributeValue, Computation, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_WRAPPERS, ROWS, Elementwise
 from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, default_layout, leaf_shapes
-from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
+from hloopt.passes.base import HloPass, PassResult, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
 from hloopt.passes.retyping import (
     Retyping,
@@ -402,7 +402,7 @@ def _cast_all(
     retyping = Retyping(frozenset({"f32"}), to_storage, "neuron", pinned)
     shapes = ShapeResolver(module)
     entry = module.entry
-    root_shape = known_shape(shapes, entry.root) if entry.root is not None else None
+    root_shape = _inferred(shapes, module, entry.root) if entry.root is not None else None  # None: a held root
     plans = [(c, plan_computation(c, shapes, retyping)) for c in module.computations if inherited.get(c) is None]
     kept_root = entry.root is not None and not plan.get(entry.root, _NOT_COVERED).accumulate_f32
     for computation, computation_plan in plans:  # an entry root that keeps its types is the output as it is
@@ -410,11 +410,26 @@ def _cast_all(
             computation_plan.widen = [(user, fixed) for user, fixed in computation_plan.widen if user is not None]
     _, provenance = apply_plans(plans, shapes, retyping)
     root = entry.root
-    if root is not None and root_shape is not None and root.shape is not None and root.shape != root_shape:
+    if root is not None and root.shape is None and root_shape is not None:  # its shape left out: written now,
+        root.set_shape(root_shape if pinned(root) else retyping.shape(root_shape))  # as its operands now give it
+    now = root.shape if root is not None else None
+    if root is not None and root_shape is not None and now is not None and now != root_shape:
         builder = Builder.after(root)
-        entry.set_root(convert_chain(builder, root, root.shape, root_shape))
+        entry.set_root(convert_chain(builder, root, now, root_shape))
         provenance += provenance_of(root, builder.created)
     return provenance
+
+
+def _inferred(shapes: ShapeResolver, module: Module, instruction: Instruction) -> Shape | None:
+    """`instruction`'s shape, inferred after every instruction before it: the resolver infers a ``while`` left
+    unshaped from its body's root only once that root's shape is known (as `_held` found it, in module order)."""
+    shape = shapes(instruction)
+    if shape is None:  # a resolver keeps what it could not infer: a fresh one, warmed in order
+        warmed = ShapeResolver(module)
+        for other in module.instructions():
+            warmed(other)
+        shape = warmed(instruction)
+    return shape
 
 
 def _round_all(module: Module, plan: dict[Instruction, Decision]) -> list[tuple[str, str]]:

@@ -578,3 +578,44 @@ def test_native_leaves_a_reduce_inside_a_fusion_as_written() -> None:
     plan = by_name(module, auto_cast_plan(module, NeuronAutoCast(mode="none", accumulate="native")))
     assert plan["r"] == Decision(reason="not-covered")
     assert passes_text(text, "neuron-auto-cast{mode=none accumulate=native}") == parse(text).to_text()
+
+
+def test_all_mode_keeps_the_output_type_of_an_unshaped_while_root() -> None:
+    """A ``while`` root whose shape the text leaves out (inferable only from its body's root, in module order):
+    its body computes in bf16, its result is converted back to the f32 the module returns, and XLA runs it."""
+    text = hlo("""
+        HloModule unshaped_loop
+
+        body {
+          p = (s32[], f32[8]) parameter(0)
+          i = get-tuple-element(p), index=0
+          one = s32[] constant(1)
+          n = add(i, one)
+          x = get-tuple-element(p), index=1
+          y = multiply(x, x)
+          ROOT t = tuple(n, y)
+        }
+
+        cond {
+          c = (s32[], f32[8]) parameter(0)
+          ci = get-tuple-element(c), index=0
+          k = s32[] constant(2)
+          ROOT lt = pred[] compare(ci, k), direction=LT
+        }
+
+        ENTRY main {
+          x0 = f32[8] parameter(0)
+          zero = s32[] constant(0)
+          init = tuple(zero, x0)
+          ROOT w = while(init), condition=cond, body=body
+        }
+    """)
+    out = parse(passes_text(text, "neuron-auto-cast{mode=all}"))
+    root = out.entry.root
+    assert root is not None and root.shape is not None and root.shape.to_text(False) == "(s32[], f32[8])"
+    values = np.linspace(0.5, 1.5, 8, dtype=np.float32)
+    _, got = _run(text, "neuron-auto-cast{mode=all},emulate-neuron-converts", [values])
+    want = values
+    for _ in range(2):  # each step reads bf16, squares in f32 and rounds to bf16
+        want = rounded(rounded(want, "bf16") * rounded(want, "bf16"), "bf16")
+    np.testing.assert_array_equal(got, want)
