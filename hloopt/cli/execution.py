@@ -384,7 +384,7 @@ def compare_command(
             after = a_path if passes is None else f"{a_path} after {passes}"
             _report_comparisons([result], [(f"{a_path} (recorded)", after)], as_json, split_input_file=False)
             return
-        b_modules = [_after_passes(b, b_pipeline) for b in _modules(b_path, split_input_file, timeout, pool)]
+        b_modules = [_after_passes(b, passes) for b in _modules(b_path, split_input_file, timeout, pool)]
         if len(a_modules) != len(b_modules):
             raise HloError(
                 f"{b_path}: has {len(b_modules)} chunks and {a_path} {len(a_modules)}; "
