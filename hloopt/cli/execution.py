@@ -264,8 +264,8 @@ def _compare_recorded(
     """``compare SNAPSHOT``: the snapshot's module (after `passes`, under `numerics`) run on its arguments
     (or --inputs) in a worker, against the result it recorded; `limits` are rtol, atol, max bytes and whether to
     keep each output's error distribution."""
-    module = _after_passes(source, passes, numerics)
-    prepared = _prepared(module, numerics, path)
+    module = _after_passes(source, passes)
+    prepared = _prepared(module, numerics, path, passes)
     if isinstance(prepared, HloError):
         return prepared
     assert source.snapshot is not None and source.snapshot.result is not None  # _recorded_source
@@ -274,16 +274,10 @@ def _compare_recorded(
     return module.said(result, path) if isinstance(result, HloError) else result
 
 
-def _after_passes(source: _Source, passes: str | None, numerics: Numerics) -> _Source:
-    """`source` after --passes (its text then no longer the file's); unchanged without them."""
-    if passes is None:
-        return source
-    from hloopt.passes.pipeline import run_pipeline
-    from hloopt.text.parser import parse
-
-    module = parse(source.text, source.label)
-    run_pipeline(module, passes, numerics=numerics, original=lambda: parse(source.text, source.label))
-    return replace(source, text=module.to_text(), written=False)
+def _after_passes(source: _Source, passes: str | None) -> _Source:
+    """`source` as B of a comparison: with `passes`, its text is no longer what XLA is given (`with_numerics`
+    runs them on its copy), so XLA's errors name instructions, not the file's lines."""
+    return source if passes is None else replace(source, written=False)
 
 
 def _auto_cast(flags: str | None, compiler: Compiler | None) -> str | None:
@@ -305,7 +299,7 @@ def _prepared_pair(
     a: _Source, b: _Source, numerics: tuple[Numerics, Numerics], a_path: str, b_path: str, b_passes: str | None
 ) -> list[tuple[Prepared, str]] | HloError:
     """A's and B's modules prepared for XLA, each with its label (`compare_prepared`), or the first refusal;
-    `b_passes` (the compiler flags' auto-cast) run on B alone: A is the reference."""
+    `b_passes` (--passes and the compiler flags' auto-cast) run on B alone: A is the reference."""
     sides = [
         (_prepared(source, side, path, passes), path)
         for source, side, path, passes in zip((a, b), numerics, (a_path, b_path), (None, b_passes))
@@ -399,14 +393,14 @@ def compare_command(
         raise click.UsageError("a lone A is a snapshot, one module: it does not go with --split-input-file")
     check_html(html)
     drawn = html is not None
-    b_passes = _auto_cast(neuron_cc_flags, neuron_compiler)
+    # B's pipeline, one spec run in registry order on B's copy (`with_numerics`): --passes and the flags' auto-cast.
+    b_pipeline = ",".join(spec for spec in (passes, _auto_cast(neuron_cc_flags, neuron_compiler)) if spec) or None
     with IsolatedPool(2) as pool:
         pool.start(1)  # one worker imports jax while this process reads and splits the modules (as exec)
         a_modules = _modules(a_path, split_input_file, timeout, pool)
         inputs = None if inputs_path is None else load_arrays(inputs_path)
         if b_path is None:
             source = _recorded_source(a_modules[0], a_path)
-            b_pipeline = ",".join(spec for spec in (passes, b_passes) if spec) or None  # run in registry order
             result = _compare_recorded(
                 source, a_path, b_pipeline, numerics[1], inputs, (rtol, atol, max_bytes, drawn), timeout, pool
             )
@@ -415,7 +409,7 @@ def compare_command(
             _write_html(html, [result], labels, [[(after, source.text)]])
             _report_comparisons([result], labels, as_json, split_input_file=False)
             return
-        b_modules = [_after_passes(b, passes, numerics[1]) for b in _modules(b_path, split_input_file, timeout, pool)]
+        b_modules = [_after_passes(b, passes) for b in _modules(b_path, split_input_file, timeout, pool)]
         if len(a_modules) != len(b_modules):
             raise HloError(
                 f"{b_path}: has {len(b_modules)} chunks and {a_path} {len(a_modules)}; "
@@ -423,7 +417,7 @@ def compare_command(
             )
         # Prepared here, as by exec, while the worker imports jax: on their lines when the files are HLO text.
         prepared_pairs = [
-            _prepared_pair(a, b, numerics, a_path, b_path, b_passes) for a, b in zip(a_modules, b_modules)
+            _prepared_pair(a, b, numerics, a_path, b_path, b_pipeline) for a, b in zip(a_modules, b_modules)
         ]
         ready = [index for index, sides in enumerate(prepared_pairs) if isinstance(sides, list)]
         calls = [

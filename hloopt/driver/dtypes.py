@@ -139,6 +139,7 @@ def dtype_table(
         made = [i for i in by_origin.get(instruction.name, []) if i.opcode == instruction.opcode]
         now = next((i for i in made if i.name == instruction.name), made[0] if made else None)
         decided = trace.decided.get(now.name if now is not None else instruction.name, (None, None))
+        now = now or _applying(instruction, by_origin.get(instruction.name, []))
         scopes.setdefault(_scope(instruction), []).append((kind, instruction, now, decided))
     table = tuple((scope, _rows(entries)) for scope, entries in scopes.items())
     total = sum(1 for i in before.instructions() if i.opcode in MATRIX)
@@ -168,6 +169,13 @@ class _Trace:
         for step in reversed(self.steps):
             name = step.get(name, name)
         return name
+
+
+def _applying(instruction: Instruction, made: list[Instruction]) -> Instruction | None:
+    """Of the instructions `instruction` was rewritten as, the one applying its computations (a reduce rounded
+    after each step is a loop whose ``map`` applies the reducer): it shows the types the op computes in."""
+    calls = [c.name for c in instruction.called_computations()]
+    return next((i for i in made if calls and [c.name for c in i.called_computations()] == calls), None)
 
 
 def _kind(instruction: Instruction) -> str | None:
@@ -249,5 +257,6 @@ def auto_cast_decisions(module: Module, hlo_pass: HloPass) -> dict[str, tuple[st
     decided: dict[str, tuple[str | None, str | None]] = {}
     for op, decision in auto_cast_plan(module, hlo_pass).items():
         done = [f"cast {decision.cast}"] * (decision.cast is not None) + ["accumulate f32"] * decision.accumulate_f32
+        done += ["accumulate per step"] * decision.per_step
         decided[op.name] = (", ".join(done) or None, decision.reason)
     return decided

@@ -7,7 +7,6 @@ about text. Attributes hloopt does not model keep their value text exactly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Union
@@ -33,7 +32,12 @@ class AsyncSugar:
 #: Attributes whose value is a list of instructions of the same computation.
 INSTRUCTION_LIST_ATTRIBUTES: frozenset[str] = frozenset({"control-predecessors"})
 
-_NAME_SUFFIX = re.compile(r"^(.*)\.(\d+)$")
+
+def _name_parts(name: str) -> tuple[str, int]:
+    """``base.N`` as (base, N), any other name as (name, 0): what ``^(.*)\\.(\\d+)$`` reads, without a regex
+    (a module's names are all read before the first fresh one is made)."""
+    base, dot, number = name.rpartition(".")
+    return (base, int(number)) if dot and number.isdecimal() else (name, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,23 +515,16 @@ class Module:
     def unique_name(self, prefix: str) -> str:
         """A module-wide fresh name ``prefix.N`` (XLA's NameUniquer style), deterministic."""
         if self._names is None:
-            self._names = {}
-            for instruction in self.instructions():
-                self._note_name(instruction.name)
-        base = prefix
-        match = _NAME_SUFFIX.match(prefix)
-        if match:
-            base = match.group(1)
+            self._names = names = dict[str, int]()
+            for instruction in self.instructions():  # every name taken, once
+                base, number = _name_parts(instruction.name)
+                if names.get(base, 0) <= number:
+                    names[base] = number + 1
+        base = _name_parts(prefix)[0]
         counter = self._names.get(base, 0)
         name = f"{base}.{counter}" if counter else base
         self._names[base] = counter + 1
         return name
-
-    def _note_name(self, name: str) -> None:
-        assert self._names is not None
-        match = _NAME_SUFFIX.match(name)
-        base, number = (match.group(1), int(match.group(2))) if match else (name, 0)
-        self._names[base] = max(self._names.get(base, 0), number + 1)
 
     def clone(self) -> Module:
         """A deep copy: new computations and instructions, the (immutable) shapes and literals shared, so

@@ -18,21 +18,26 @@ are `auto_cast_plan`'s, which ``hloopt dtypes`` reads too; see docs/decisions.md
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.cast_engine import DEFAULT_FP8_CONFIG
 from hloopt.errors import HloError
-from hloopt.ir.attribute_values import FrontendAttributes
+from hloopt.ir.async_form import fresh_computation_name
+from hloopt.ir.attribute_values import ComparisonDirection, FrontendAttributes, Int, IntList, integers
 from hloopt.ir.attributes import MapSyntaxError, with_frontend_attribute
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import FLOAT_TYPES
-from hloopt.ir.module import Computation, Instruction, Module
+from hloopt.ir.literal import Literal as HloLiteral
+from hloopt.ir.module import AttributeValue, Computation, Instruction, Module
 from hloopt.ir.opcodes import ASYNC_WRAPPERS, ROWS, Elementwise
-from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, leaf_shapes
-from hloopt.passes.base import HloPass, PassResult, known_shape, provenance_of
+from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, default_layout, leaf_shapes
+from hloopt.passes.base import HloPass, PassResult, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
 from hloopt.passes.retyping import (
     Retyping,
@@ -46,7 +51,7 @@ from hloopt.passes.retyping import (
 Mode = Literal["none", "matmult", "all"]
 AutoCastType = Literal["bf16", "fp16", "tf32", "fp8_e4m3"]
 Accumulate = Literal["f32", "native"]
-SkipReason = Literal["stamped", "io", "integer", "not-covered"]
+SkipReason = Literal["stamped", "io", "integer", "not-covered", "buffer", "unknown-shape"]
 
 #: The HLO element type each auto-cast type is stored in; tf32 has none (f32 values rounded as float32r).
 STORAGE: dict[str, str | None] = {"bf16": "bf16", "fp16": "f16", "fp8_e4m3": "f8e4m3", "tf32": None}
@@ -76,10 +81,12 @@ class Decision:
     cast: AutoCastType | None = None
     accumulate_f32: bool = False
     reason: SkipReason | None = None
+    #: A low-precision reduce under ``accumulate=native``: rounded to its own type after each step, in order.
+    per_step: bool = False
 
     @property
     def changes(self) -> bool:
-        return self.cast is not None or self.accumulate_f32
+        return self.cast is not None or self.accumulate_f32 or self.per_step
 
 
 def listed(instruction: Instruction) -> bool:
@@ -104,7 +111,7 @@ _ONE_TYPE = {name: frozenset((name,)) for name in ("f32", "bf16", "f16", "s32", 
 def _callers(module: Module) -> dict[Computation, list[Instruction]]:
     found: dict[Computation, list[Instruction]] = {}
     for instruction in module.instructions():
-        if instruction.opcode in _CALLING or instruction.opcode not in LISTED:
+        if instruction.attributes and (instruction.opcode in _CALLING or instruction.opcode not in LISTED):
             for callee in instruction.called_computations():
                 found.setdefault(callee, []).append(instruction)
     return found
@@ -118,36 +125,39 @@ def auto_cast_plan(module: Module, options: NeuronAutoCast) -> dict[Instruction,
 Inheritance = dict[Computation, Decision | None]
 
 
-def _plan(module: Module, options: NeuronAutoCast) -> tuple[dict[Instruction, Decision], Inheritance]:
+def _plan(
+    module: Module, options: NeuronAutoCast, *, complete: bool = True
+) -> tuple[dict[Instruction, Decision], Inheritance]:
     """The plan, and what each computation takes from its callers.
 
     A computation whose every caller is stamped is stamped with them (a pinned reduce pins its
     reducer); one whose every caller accumulates in F32 is that accumulation (its ops accumulate_f32).
-    Callers come after their callees in a module, so computations are decided last to first.
+    Callers come after their callees in a module, so computations are decided last to first. Not
+    `complete` (the pass itself), outside ``all`` mode the ops no decision could change are left out:
+    most of a module, whose reasons only ``hloopt dtypes`` reads.
     """
     shapes = ShapeResolver(module)
     callers = _callers(module)
+    complete = complete or options.mode == "all"
     free = _free_reducers(callers)
+    fused = {callee for callee, found in callers.items() if any(c.opcode == "fusion" for c in found)}
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
-    # A buffer (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write, and a shape the
-    # text left out that hloopt cannot infer (a while's, say) cannot be retyped: under ``all`` a module that
-    # holds either keeps its types (every op not-covered) rather than be refused.
-    kept = options.mode == "all" and any(holds_buffer(i.shape) or shapes(i) is None for i in module.instructions())
+    held = _held(module, shapes) if options.mode == "all" else {}
     for computation in reversed(module.computations):
         found = callers.get(computation, [])
-        if kept or (
-            options.mode == "all" and any(c.opcode in ASYNC_WRAPPERS or _wrapped(c.parent, inherited) for c in found)
-        ):
-            inherited[computation] = _NOT_COVERED  # an async op's computation (and what it calls) keeps its types
-        else:
-            inherited[computation] = _inherited(found, plan, inherited)
+        kept = _kept_by_callers(found, held, inherited) if options.mode == "all" else None
+        inherited[computation] = kept or _inherited(found, plan, inherited)
         for instruction in computation.instructions:
-            if instruction.opcode == "parameter":
+            if instruction in held:
+                plan[instruction] = held[instruction]
+            elif instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
                     plan[instruction] = Decision(reason="io")
-            elif listed(instruction):
-                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free)
+            elif instruction.opcode in LISTED and (
+                complete or instruction.opcode in ACCUMULATING or inherited[computation] is not None
+            ):
+                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free, fused)
     return plan, inherited
 
 
@@ -165,11 +175,43 @@ def _inherited(
     return None
 
 
+def _held(module: Module, shapes: ShapeResolver) -> dict[Instruction, Decision]:
+    """``all`` mode: the ops that keep their types because of what they hold or read, with the reason. A buffer
+    (``b(…)``, custom-call Pin) is a place, not a value a convert can read or write; a shape the text left out
+    that hloopt cannot infer (a while's, say) can be neither retyped nor converted. An op whose shape or an
+    operand's is such keeps its types, so every value crossing to a cast op is an array of known type (converts
+    at the edges); the computations it calls keep theirs (`_kept_by_callers`). The rest of the module is cast."""
+    held: dict[Instruction, Decision] = {}
+    for instruction in module.instructions():
+        for shape in (shapes(instruction), *(shapes(o) for o in instruction.operands)):
+            if shape is None:
+                held[instruction] = _UNKNOWN_SHAPE
+                break
+            if holds_buffer(shape):
+                held[instruction] = _BUFFER
+    return held
+
+
+def _kept_by_callers(
+    callers: list[Instruction], held: dict[Instruction, Decision], inherited: Inheritance
+) -> Decision | None:
+    """``all`` mode: why a computation keeps its types, if a caller makes it: an async op calls it (its callers'
+    async shapes would have to change with it, and the printer spells it as sugar), a held op does
+    (`_held`), or a caller sits in a computation that keeps its types."""
+    for caller in callers:
+        if caller in held:
+            return held[caller]
+        if caller.opcode in ASYNC_WRAPPERS:
+            return _NOT_COVERED
+        if _wrapped(caller.parent, inherited):
+            return _from_parent(caller, inherited)
+    return None
+
+
 def _wrapped(computation: Computation | None, inherited: Inheritance) -> bool:
-    """Whether `computation` keeps its types under ``all`` because an async op calls it (or what it is called from):
-    its callers' async shapes would have to change with it, and the printer spells such a computation as sugar."""
+    """Whether `computation` keeps its types under ``all`` because of its callers (`_kept_by_callers`)."""
     decision = inherited.get(computation) if computation is not None else None
-    return decision is not None and decision.reason == "not-covered"
+    return decision is not None and decision.reason in _KEEPING
 
 
 def _from_parent(caller: Instruction, inherited: Inheritance) -> Decision | None:
@@ -180,6 +222,13 @@ _INTEGER = Decision(reason="integer")
 _STAMPED = Decision(reason="stamped")
 _NOT_COVERED = Decision(reason="not-covered")
 _ACCUMULATING = Decision(accumulate_f32=True)
+_PER_STEP = Decision(per_step=True)
+_BUFFER = Decision(reason="buffer")
+_UNKNOWN_SHAPE = Decision(reason="unknown-shape")
+#: Reasons an op keeps its types under ``all`` with converts at its edges.
+_PINNING = frozenset(("stamped", "io", "buffer", "unknown-shape"))
+#: Reasons a computation keeps its types under ``all`` whatever its own ops are.
+_KEEPING = frozenset(("not-covered", "buffer", "unknown-shape"))
 _F32 = frozenset(("f32",))
 
 
@@ -189,6 +238,7 @@ def _decide(
     options: NeuronAutoCast,
     inherited: Decision | None,
     free: set[Computation],
+    fused: set[Computation],
 ) -> Decision:
     result = _types(shapes(instruction))
     operands = [_types(shapes(o)) for o in instruction.operands]
@@ -203,13 +253,23 @@ def _decide(
     accumulates = (
         options.accumulate == "f32" and opcode in ACCUMULATING and free.issuperset(instruction.called_computations())
     )
+    native = options.accumulate == "native" and opcode == "reduce" and _steps_writable(instruction, shapes, fused)
     if options.mode == "all" and "f32" in every and not is_boundary(instruction, shapes):
-        return Decision(options.type, accumulates)
+        return Decision(options.type, accumulates, per_step=native)
     if options.mode == "matmult" and opcode in MATMUL and result == _F32 and all(t == _F32 for t in operands[:2]):
         return Decision(options.type)
     if accumulates and result and result <= LOW_PRECISION:
         return _ACCUMULATING
+    if native and result and result <= LOW_PRECISION:
+        return _PER_STEP
     return _NOT_COVERED
+
+
+def _steps_writable(reduce: Instruction, shapes: ShapeResolver, fused: set[Computation]) -> bool:
+    """Whether a reduce's steps can be written out (`_reduce_per_step`): one input of static shape and a single
+    result, outside a fusion (whose computation holds no loop)."""
+    source = shapes(reduce.operands[0]) if len(reduce.operands) == 2 else None
+    return isinstance(source, ArrayShape) and not any(source.dynamic) and reduce.parent not in fused
 
 
 def holds_buffer(shape: Shape | None) -> bool:
@@ -239,10 +299,10 @@ class NeuronAutoCast(HloPass):
     accumulate: Accumulate = "f32"
 
     def matches(self, module: Module) -> list[Instruction]:
-        return [i for i, d in auto_cast_plan(module, self).items() if d.changes]
+        return [i for i, d in _plan(module, self, complete=False)[0].items() if d.changes]
 
     def run_on_module(self, module: Module) -> PassResult:
-        plan, inherited = _plan(module, self)
+        plan, inherited = _plan(module, self, complete=False)
         changing = {i: d for i, d in plan.items() if d.changes}
         if not changing:
             return PassResult(False)
@@ -256,8 +316,12 @@ class NeuronAutoCast(HloPass):
             provenance += _round_all(module, plan)
         provenance += _accumulate_in_f32(module, plan, inherited)
         stamps: dict[tuple[object, str], FrontendAttributes] = {}
+        shapes = ShapeResolver(module)  # after the rewrites above
         for instruction, decision in changing.items():
-            _stamp(instruction, decision.cast or "f32", stamps)
+            if decision.per_step:
+                provenance += _reduce_per_step(instruction, shapes, stamps)
+            else:
+                _stamp(instruction, decision.cast or "f32", stamps)
         return PassResult(True, len(changing), provenance=tuple(provenance))
 
 
@@ -330,7 +394,7 @@ def _cast_all(
             return instruction.opcode in _CALLING and any(
                 _wrapped(c, inherited) for c in instruction.called_computations()
             )
-        return decision.reason in ("stamped", "io") or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
+        return decision.reason in _PINNING or (decision.accumulate_f32 and instruction.opcode not in MATMUL)
 
     def to_storage(shape: ArrayShape) -> ArrayShape:
         return packed_size_dropped(shape, storage)
@@ -338,15 +402,34 @@ def _cast_all(
     retyping = Retyping(frozenset({"f32"}), to_storage, "neuron", pinned)
     shapes = ShapeResolver(module)
     entry = module.entry
-    root_shape = known_shape(shapes, entry.root) if entry.root is not None else None
+    root_shape = _inferred(shapes, module, entry.root) if entry.root is not None else None  # None: a held root
     plans = [(c, plan_computation(c, shapes, retyping)) for c in module.computations if inherited.get(c) is None]
+    kept_root = entry.root is not None and not plan.get(entry.root, _NOT_COVERED).accumulate_f32
+    for computation, computation_plan in plans:  # an entry root that keeps its types is the output as it is
+        if computation is entry and kept_root:  # (one accumulating in F32 rounds once, to the cast type)
+            computation_plan.widen = [(user, fixed) for user, fixed in computation_plan.widen if user is not None]
     _, provenance = apply_plans(plans, shapes, retyping)
     root = entry.root
-    if root is not None and root_shape is not None and root.shape is not None and root.shape != root_shape:
+    if root is not None and root.shape is None and root_shape is not None:  # its shape left out: written now,
+        root.set_shape(root_shape if pinned(root) else retyping.shape(root_shape))  # as its operands now give it
+    now = root.shape if root is not None else None
+    if root is not None and root_shape is not None and now is not None and now != root_shape:
         builder = Builder.after(root)
-        entry.set_root(convert_chain(builder, root, root.shape, root_shape))
+        entry.set_root(convert_chain(builder, root, now, root_shape))
         provenance += provenance_of(root, builder.created)
     return provenance
+
+
+def _inferred(shapes: ShapeResolver, module: Module, instruction: Instruction) -> Shape | None:
+    """`instruction`'s shape, inferred after every instruction before it: the resolver infers a ``while`` left
+    unshaped from its body's root only once that root's shape is known (as `_held` found it, in module order)."""
+    shape = shapes(instruction)
+    if shape is None:  # a resolver keeps what it could not infer: a fresh one, warmed in order
+        warmed = ShapeResolver(module)
+        for other in module.instructions():
+            warmed(other)
+        shape = warmed(instruction)
+    return shape
 
 
 def _round_all(module: Module, plan: dict[Instruction, Decision]) -> list[tuple[str, str]]:
@@ -471,3 +554,103 @@ def _in_f32(
         _redirect(parent, instruction, result, builder.created)
         provenance += provenance_of(instruction, [instruction, *builder.created])
     return provenance
+
+
+# --------------------------------------------------------------------------- native accumulation
+
+
+def _reduce_per_step(
+    reduce: Instruction, shapes: ShapeResolver, stamps: dict[tuple[object, str], FrontendAttributes]
+) -> list[tuple[str, str]]:
+    """A low-precision reduce as the device computes it without mixed-precision accumulation: one step per
+    element, in row-major order of the reduced dimensions, each rounded to the reduce's type.
+
+    XLA's CPU reorders a reduce (windows of 32 steps, then the windows' sums: jax 0.10) and computes
+    some in f32, so the steps are written as a ``while`` over the reduced elements, each applying the
+    reducer with ``map`` (a bf16 ``map`` computes in f32 and rounds, step by step).
+    """
+    computation = reduce.parent
+    module = computation.parent if computation is not None else None
+    assert computation is not None and module is not None
+    data, init = reduce.operands
+    source, result, reducer = shapes(data), shapes(reduce), reduce.attributes.get("to_apply")
+    assert isinstance(source, ArrayShape) and isinstance(result, ArrayShape) and isinstance(reducer, Computation)
+    reduced = sorted(integers(reduce.attributes.get("dimensions")))
+    kept = [d for d in range(source.rank) if d not in reduced]
+    rows_shape = _default(source.element_type, (math.prod(source.dims[d] for d in reduced), *result.dims))
+    row_shape = _default(source.element_type, (1, *result.dims))
+    state_shape = TupleShape((_S32, result, rows_shape))
+
+    def made(
+        where: Computation,
+        opcode: str,
+        shape: Shape,
+        operands: Sequence[Instruction] = (),
+        attributes: dict[str, AttributeValue] | None = None,
+        number: int | None = None,
+        literal: HloLiteral | None = None,
+    ) -> Instruction:
+        made_name = module.unique_name(f"{reduce.name}.state" if number is not None else opcode)
+        instruction = Instruction(made_name, opcode, shape, operands, attributes, literal, number, written_order=False)
+        return where.append(instruction)
+
+    def constant(where: Computation, value: int) -> Instruction:
+        return made(where, "constant", _S32, literal=_s32(value))
+
+    def part(state: Instruction, index: int) -> Instruction:
+        return made(
+            state.parent or computation,
+            "get-tuple-element",
+            state_shape.elements[index],
+            [state],
+            {"index": Int(index)},
+        )
+
+    condition = Computation(fresh_computation_name(module, f"{reduce.name}.steps"))
+    state = made(condition, "parameter", state_shape, number=0)
+    limit = constant(condition, rows_shape.dims[0])
+    less: dict[str, AttributeValue] = {"direction": ComparisonDirection.LT}
+    condition.set_root(made(condition, "compare", ArrayShape("pred"), [part(state, 0), limit], less))
+
+    body = Computation(fresh_computation_name(module, f"{reduce.name}.step"))
+    state = made(body, "parameter", state_shape, number=0)
+    count, total, rows = (part(state, index) for index in range(3))
+    zeros = [constant(body, 0)] * len(kept) if kept else []  # where each kept dimension starts
+    sizes: dict[str, AttributeValue] = {"dynamic_slice_sizes": IntList(row_shape.dims)}
+    row = made(body, "dynamic-slice", row_shape, [rows, count, *zeros], sizes)
+    element = made(body, "reshape", result, [row])
+    mapped: dict[str, AttributeValue] = {"dimensions": IntList(tuple(range(result.rank))), "to_apply": reducer}
+    total = made(body, "map", result, [total, element], mapped)
+    one = constant(body, 1)
+    after = made(body, "add", _S32, [count, one])
+    body.set_root(made(body, "tuple", state_shape, [after, total, rows]))
+    module.add_computation(body, before=computation)  # as XLA prints a while's computations
+    module.add_computation(condition, before=computation)
+
+    builder = Builder.before(reduce)
+    order = (*reduced, *kept)
+    rows = data
+    if order != tuple(range(source.rank)):  # the reduced dimensions first, in their order
+        moved = _default(source.element_type, tuple(source.dims[d] for d in order))
+        rows = builder.add("transpose", moved, [data], {"dimensions": IntList(order)})
+    if rows.shape != rows_shape:
+        rows = builder.add("reshape", rows_shape, [rows])
+    start = builder.add("broadcast", result, [init], {"dimensions": IntList(())}) if result.rank else init
+    first = builder.tuple([builder.constant(_s32(0)), start, rows], state_shape)
+    loop = builder.add("while", state_shape, [first], {"condition": condition, "body": body})
+    _stamp(loop, result.element_type, stamps)
+    out = builder.get_tuple_element(loop, 1, result)
+    computation.replace_all_uses(reduce, out)
+    computation.remove(reduce)
+    return list(provenance_of(reduce, [*builder.created, *condition.instructions, *body.instructions]))
+
+
+_S32 = ArrayShape("s32")
+
+
+def _s32(value: int) -> HloLiteral:
+    return HloLiteral.from_value(_S32, np.array(value, np.int32))
+
+
+def _default(element_type: str, dims: tuple[int, ...]) -> ArrayShape:
+    return ArrayShape(element_type, dims, (False,) * len(dims), default_layout(len(dims)))

@@ -70,15 +70,26 @@ class Retyping:
     numerics: Numerics
     pinned: Callable[[Instruction], bool] = _never
     #: Shapes repeat across a module and are immutable, so each distinct one is mapped once (bounded: a
-    #: long-lived policy such as upcast's serves every module a process reads).
+    #: long-lived policy such as upcast's serves every module a process reads). The parser shares one
+    #: object per distinct shape, so the object is looked up first (hashing a shape hashes its layout);
+    #: the entry holds the shape, so its id is not reused while cached.
     _mapped: dict[Shape, Shape] = field(default_factory=dict[Shape, Shape], compare=False, repr=False)
+    _by_id: dict[int, tuple[Shape, Shape]] = field(
+        default_factory=dict[int, tuple[Shape, Shape]], compare=False, repr=False
+    )
 
     def shape(self, shape: Shape) -> Shape:
+        known = self._by_id.get(id(shape))
+        if known is not None and known[0] is shape:
+            return known[1]
         found = self._mapped.get(shape)
         if found is None:
             if len(self._mapped) >= _CACHED_SHAPES:
                 self._mapped.clear()
             found = self._mapped[shape] = map_leaves(shape, self._leaf)
+        if len(self._by_id) >= _CACHED_SHAPES:
+            self._by_id.clear()
+        self._by_id[id(shape)] = (shape, found)
         return found
 
     def _leaf(self, shape: ArrayShape) -> ArrayShape:

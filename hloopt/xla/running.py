@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias, get_args
 
@@ -103,8 +103,9 @@ def with_numerics(
     and a module nothing had to change runs exactly as given. A module XLA's compiler would refuse
     (`check_executable`) is refused at its instruction: on its line of the text when `module` is text
     and `located` (the text is the module as its user wrote it, not one converted from a .pb or .mlir).
-    `passes` (a spec: the auto-cast of ``--neuron-cc-flags``) run on the copy first, in registry order
-    with the rest, so the device's converts emulate the casts they make too.
+    `passes` (a spec: ``compare``'s --passes for B and the auto-cast of ``--neuron-cc-flags``, in registry
+    order) run on the copy first, under `numerics` (``fold-constant-converts`` folds with it), and
+    the copy is then checked and prepared, so the device's converts emulate the casts they make too.
     """
     return prepared_with_provenance(module, numerics, label, located=located, passes=passes)[0]
 
@@ -121,18 +122,25 @@ def prepared_with_provenance(
 
     text = _text(module)
     copy = parse(text, label)
+    steps = [CpuRunnable(), *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else [])]
+    original: Callable[[], Module] | None = lambda: parse(text, label)  # noqa: E731
+    given = run_pipeline(copy, passes, numerics=numerics, original=original) if passes else None
+    if given is not None and given.changed:
+        original = None  # the preparation's input is then the passes' output, verified after the last of them
+    # After the passes (an instruction they made is named, one of the text located on its line).
     check_executable(copy, text if located and isinstance(module, str) else None, label)
-    steps = [
-        *([passes] if passes else []),
-        CpuRunnable(),
-        *([EMULATION_PASS] if check_numerics(numerics) == "neuron" else []),
-    ]
     try:
-        report = run_pipeline(copy, steps, original=lambda: parse(text, label))
+        report = run_pipeline(copy, steps, original=original)
     except NotCpuRunnable as err:
         raise NotCpuRunnable(f"{label}: {err}") from None
-    notes = tuple(f"{p.name}: {w}" for p in report.passes for w in p.warnings)
-    return Prepared(copy.to_text() if report.changed else text, notes), report.provenance
+    runs = [*(given.passes if given is not None else ()), *report.passes]
+    notes = tuple(f"{p.name}: {w}" for p in runs for w in p.warnings)
+    provenance = report.provenance
+    if given is not None:
+        given.note(tuple(report.provenance.items()))
+        provenance = given.provenance
+    changed = report.changed or (given is not None and given.changed)
+    return Prepared(copy.to_text() if changed else text, notes), provenance
 
 
 # --- inputs ----------------------------------------------------------------------------------

@@ -67,22 +67,16 @@ class Side:
 def side(text: str, numerics: Numerics, label: str, passes: str | None = None, *, located: bool = True) -> Side:
     """`text` prepared to run, after `passes` when given, with the provenance of every pass composed
     back to `text`'s own instructions (`PipelineReport.provenance`)."""
-    from hloopt.passes.pipeline import run_pipeline
     from hloopt.text.parser import parse
 
-    written = parse(text, label)
-    names = [instruction.name for instruction in written.instructions()]  # a called one is traced once copied
-    rewritten: dict[str, str] = {}
-    if passes:
-        rewritten = run_pipeline(written, passes, numerics).provenance
-        text = written.to_text()
-    prepared, provenance = prepared_with_provenance(text, numerics, label, located=located and not passes)
+    names = [
+        instruction.name for instruction in parse(text, label).instructions()
+    ]  # a called one is traced once copied
+    prepared, provenance = prepared_with_provenance(
+        text, numerics, label, located=located and not passes, passes=passes
+    )
     ran = parse(prepared.text, label)
-    composed: dict[str, str] = {}
-    for instruction in ran.instructions():
-        step = provenance.get(instruction.name, instruction.name)
-        if instruction.name in provenance or step in rewritten:
-            composed[instruction.name] = rewritten.get(step, step)
+    composed = {i.name: provenance[i.name] for i in ran.instructions() if i.name in provenance}
     return Side(prepared, graph.origins(ran, composed, names), label)
 
 

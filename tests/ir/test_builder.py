@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
 from hloopt.ir.attribute_values import Int
 from hloopt.ir.builder import Builder
 from hloopt.ir.shape import ArrayShape, TupleShape
@@ -38,3 +41,18 @@ def test_after_inserts_right_after_the_anchor() -> None:
     wide = builder.convert(entry.parameters()[0], BF16)
     builder.add("negate", BF16, [wide])
     assert [i.name for i in entry.instructions] == ["convert", "convert.1", "negate", "r"]
+
+
+def test_fresh_names_read_a_suffix_as_xla_names_do() -> None:
+    """Every name is read as ``^(.*)\\.(\\d+)$`` reads it (``base.N``), without the regex: the next fresh name of
+    each base is one past the largest taken, and a prefix given with a suffix names its base."""
+    pattern = re.compile(r"^(.*)\.(\d+)$")
+    pieces = ["a", ".", "1", "0", "x", "\u0663"]  # U+0663 ARABIC-INDIC DIGIT THREE is a \d
+    for length in range(1, 5):
+        for parts in itertools.product(pieces, repeat=length):
+            name = "".join(parts)
+            match = pattern.match(name)
+            base, number = (match.group(1), int(match.group(2))) if match else (name, 0)
+            module = parse("HloModule m\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", "m.hlo")
+            module.entry.instructions[0].name = name
+            assert module.unique_name(name) == f"{base}.{number + 1}", name

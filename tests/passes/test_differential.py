@@ -64,6 +64,7 @@ def _matching_inputs(text_after: str, args: list[np.ndarray]) -> list[np.ndarray
 #: Cases the CPU cannot run (the golden tests check them with XLA's parser and converter), by a piece of their text.
 NOT_RUNNABLE = {
     "my_kernel": "a custom-call target the CPU does not have",
+    'custom_call_target="Pin"': "a custom-call target the CPU does not have (a b(…) buffer's)",
     "kind=kOutput": "a hand-written dot fusion the CPU backend does not compile",
     "f6e2m3fn": "the CPU has no F6 types",
     "-start(": "the CPU compiler rejects these async-wrapped ops, the input as much as the output",
