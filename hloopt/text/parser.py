@@ -889,7 +889,7 @@ class _Parse:
         if not brackets.usable or (not self.deep and brackets.depth > _REGEX_DEPTH):
             return None
         index = brackets.index(start)
-        if source[start] != "(" or brackets.closes[index] != end - 1 or source[end - 1] != ")":
+        if index is None or source[start] != "(" or brackets.closes[index] != end - 1 or source[end - 1] != ")":
             return None
         pieces: list[str] = []
         #: (where in the skeleton, where in the source) each stretch of the source it copies starts.

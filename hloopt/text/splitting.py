@@ -292,11 +292,10 @@ class Brackets:
                 return False
         return not stack
 
-    def index(self, position: int) -> int:
-        """The index of the bracket that opens at `position`."""
+    def index(self, position: int) -> int | None:
+        """The index of the bracket that opens at `position`; None if none does (it is in a string, say)."""
         index = bisect_left(self.opens, position)
-        assert self.opens[index] == position
-        return index
+        return index if index < len(self.opens) and self.opens[index] == position else None
 
     def children(self, index: int) -> Iterator[int]:
         """The indexes of the brackets directly inside the `index`-th group, in order."""

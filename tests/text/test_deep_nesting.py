@@ -18,7 +18,7 @@ from hloopt.ir.literal import Literal, decode_literal
 from hloopt.ir.shape import TupleShape
 from hloopt.text import parser
 from hloopt.text.parser import parse
-from hloopt.text.splitting import MASK, MASK_DEPTH, MAX_NESTING, MAX_OPERAND_NESTING, TooDeep, masked
+from hloopt.text.splitting import MASK, MASK_DEPTH, MAX_NESTING, MAX_OPERAND_NESTING, Brackets, TooDeep, masked
 from hloopt.xla.bridge import XlaCrash, canonical_in_subprocess
 
 
@@ -274,3 +274,44 @@ def test_the_skeleton_reads_a_list_as_lark_reads_it(deep: bool) -> None:
             answered += 1
             assert _comparable(list(quick)) == _comparable(lark), arguments
     assert answered > 100
+
+
+@pytest.mark.parametrize(
+    ("text", "usable"),
+    [
+        ('(a, f32[2]{0} b(c, {{1,2},{3}}), "(" d(e))', True),
+        ("(p /* x */)", True),
+        ("(p /* ( */)", False),  # `masked` skips a comment's bracket, the group regexes do not
+        ('(")', False),  # a quote that opens no string
+        ("((p)", False),
+        ("(p))", False),
+        ("(p]", True),  # any close closes the last open bracket, as the regexes pair them
+    ],
+)
+def test_brackets_pair_as_the_group_regexes_do(text: str, usable: bool) -> None:
+    brackets = Brackets(text)
+    assert brackets.usable == usable
+    if not usable:
+        return
+    # The reference: a walk character by character, strings and comments skipped.
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    while i < len(text):
+        if text[i] == '"':
+            i = text.index('"', i + 1) + 1
+            continue
+        if text.startswith("/*", i):
+            i = text.index("*/", i) + 2
+            continue
+        if text[i] in "({[":
+            stack.append(i)
+        elif text[i] in ")}]":
+            pairs[stack.pop()] = i
+        i += 1
+    found = set(zip(brackets.opens, brackets.closes))
+    assert found <= set(pairs.items())  # a literal's `{…}` rows are passed over whole: their inner pairs not listed
+    top = brackets.index(0)
+    assert top is not None and [brackets.opens[c] for c in brackets.children(top)] == sorted(
+        o for o in pairs if o and not any(p < o < pairs[p] for p in pairs if p)
+    )
