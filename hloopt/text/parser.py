@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -41,6 +42,7 @@ from hloopt.text.splitting import (
     MAX_INLINE_NESTING,
     MAX_NESTING,
     MAX_OPERAND_NESTING,
+    Brackets,
     Piece,
     Spans,
     Splitters,
@@ -161,6 +163,10 @@ _PRINTED_PARAMETER_SHAPE = re.compile(rf": ({_PRINTED_ARRAY})")
 _PLAIN_HEAD = re.compile(
     r"(ROOT(?:\s+|(?=%)))?%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*(?:(.*[\]})])\s*)?([a-z][a-z0-9\-]*)\s*\(", re.S
 )
+#: How deep an argument list may nest for the grammar's unmasked regexes to pair all its brackets: the
+#: list's `(`, then a LITERAL's 16 levels (`_G15`); `_Parse._quick_items` is used within that or on the masked reading.
+_REGEX_DEPTH = 16
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
 
 
 @dataclass(frozen=True)
@@ -207,11 +213,17 @@ class _LiteralText:
 @dataclass(frozen=True, slots=True)
 class _Nested:
     """An anonymous instruction as its argument list's parse meets it: its head and argument list
-    with their offsets, built once the list is read (`_Parse._argument_list`)."""
+    with their offsets, built once the list is read (`_Parse._argument_list`).
+
+    The argument list is `source[start:end]`, not a copy: in a chain nested d deep each list holds the
+    ones below it, and copying each would cost d times the text.
+    """
 
     head: str
     head_pos: int
-    arguments: str
+    source: str
+    start: int
+    end: int
     arguments_pos: int
 
 
@@ -387,8 +399,8 @@ def _new_lark(starts: list[str]) -> Lark:
 
 
 class _Run(str):
-    """A COMPUTATIONS token's text, not copied out of the source: the token is empty, and its span is `start`
-    to `end` of `source`.
+    """A token's text, not copied out of the source: the token is empty, and its span is `start` to `end`
+    of `source`. A COMPUTATIONS token, or an anonymous instruction's argument list (`_Parse._quick_items`).
 
     Lark's lexer copies each match twice (the match's text, then the token made from it); a run can hold
     a gigabyte of constants. Lark reads only a run's length and its newlines, which this answers from the
@@ -480,6 +492,9 @@ class _Parse:
         #: instruction being built (`_inline_bodies`); None outside it.
         self._inline_tokens: list[Token] | None = None
         self._inline_jobs: list[_InlineBody] | None = None
+        #: Characters handed to Lark by sub-parses: what a deep nesting must keep about linear in the text
+        #: (`tests/text/test_deep_nesting.py` reads it).
+        self.lexed = 0
 
     def error(self, offset: int, message: str) -> HloParseError:
         return self.locations.error(offset, message)
@@ -499,6 +514,7 @@ class _Parse:
         """
         outer = self._fragment
         self._fragment = (offset, offset + len(fragment))
+        self.lexed += len(fragment)
         try:
             # A shape nests in the grammar's rules, not in a regex: it is never masked.
             return self.run(_lark_for(self), fragment, start, self.deep and start != "shape")
@@ -801,7 +817,8 @@ class _Parse:
         names checked once its instructions are built; and a list that Lark refuses after some of
         its instructions were reduced refused only once those are built (their errors come first).
         """
-        stack = [self._list_frame(text, offset, None)]
+        structures: dict[int, Brackets] = {}  # each list's source's brackets, found once (`_quick_items`)
+        stack = [self._list_frame(text, 0, len(text), offset, None, structures)]
         while True:
             frame = stack[-1]
             if frame.next < len(frame.items):
@@ -814,7 +831,7 @@ class _Parse:
                             "(XLA's parser overflows its stack)"
                         )
                         raise self.error(item.head_pos, message)
-                    opened = self._open_nested(item)
+                    opened = self._open_nested(item, structures)
                     if isinstance(opened, Instruction):
                         frame.built.append(opened)
                     else:
@@ -831,12 +848,17 @@ class _Parse:
             operands = self._operand_items(items, frame.offset, frame.opcode)
             stack[-1].built.append(self._anonymous(frame.nested, frame.shape, frame.opcode, operands, None))
 
-    def _list_frame(self, text: str, offset: int, nested: _Nested | None) -> _ListFrame:
-        """The argument list `text` at `offset` parsed, its anonymous instructions still to build; a
-        refusal is kept, to be raised once the instructions Lark reduced before it are built."""
+    def _list_frame(
+        self, source: str, start: int, end: int, offset: int, nested: _Nested | None, structures: dict[int, Brackets]
+    ) -> _ListFrame:
+        """The argument list `source[start:end]` at `offset` parsed, its anonymous instructions still to
+        build; a refusal is kept, to be raised once the instructions Lark reduced before it are built."""
         outer, self._deferred = self._deferred, []
         try:
-            items = cast("list[Token | _Nested]", self._sub_parse(text, "nested_arguments", offset))
+            items = self._quick_items(source, start, end, offset, structures)
+            if items is None:
+                text = source if (start, end) == (0, len(source)) else source[start:end]
+                items = cast("list[Token | _Nested]", self._sub_parse(text, "nested_arguments", offset))
             return _ListFrame(items, offset, nested)
         except HloParseError as refusal:
             if not self._deferred:
@@ -845,13 +867,89 @@ class _Parse:
         finally:
             self._deferred = outer
 
+    def _quick_items(
+        self, source: str, start: int, end: int, offset: int, structures: dict[int, Brackets]
+    ) -> list[Token | _Nested] | None:
+        """The items of the argument list `source[start:end]` at `offset`, read by Lark from its skeleton: the
+        list with each `(...)` group directly inside it written `()`. None: read the list itself.
+
+        A chain of anonymous instructions nested d deep costs d sub-parses; were each of the whole list,
+        the text below it included, that would be d times the text. The skeleton is the list's own text
+        and the brackets' pairing is found once for the whole source (`Brackets`), so the chain costs
+        about the text once. Lark lexes the skeleton as it would the list: the grammar's regexes read a
+        `(...)` group only whole (LITERAL, a tuple shape), and `Brackets` pairs them as those regexes do
+        (where it may not, or where they could not reach so deep, the list is read itself). Each token is
+        handed on with the list's own text and offsets; a LITERAL as a `_Run` of the source, not a copy.
+        Anything Lark refuses is read again from the list itself, so errors are worded from the text.
+        """
+        brackets = structures.get(id(source))
+        if brackets is None:
+            brackets = structures[id(source)] = Brackets(source)
+        # Unpaired, or nested deeper than the regexes reach unmasked (the skeleton's groups always match).
+        if not brackets.usable or (not self.deep and brackets.depth > _REGEX_DEPTH):
+            return None
+        index = brackets.index(start)
+        if index is None or source[start] != "(" or brackets.closes[index] != end - 1 or source[end - 1] != ")":
+            return None
+        pieces: list[str] = []
+        #: (where in the skeleton, where in the source) each stretch of the source it copies starts.
+        stretches = [(0, start)]
+        at, length = start, 0
+        for child in brackets.children(index):
+            opened, closed = brackets.opens[child], brackets.closes[child]
+            bracket = source[opened]
+            if source[closed] != _CLOSING[bracket]:
+                return None  # a pairing the group regexes make too, but nothing reads it as this pass does
+            if bracket == "(":
+                pieces.append(source[at : opened + 1])
+                length += opened + 1 - at
+                stretches.append((length, closed))
+                at = closed
+        if not pieces:
+            return None  # nothing to leave out: the list itself is as short
+        pieces.append(source[at:end])
+        skeleton = "".join(pieces)
+        try:
+            lexed = masked(skeleton) if self.deep else skeleton
+        except TooDeep:
+            return None
+        skeleton_starts = [stretch[0] for stretch in stretches]
+
+        def in_source(position: int) -> int:
+            skeleton_at, source_at = stretches[bisect_right(skeleton_starts, position) - 1]
+            return source_at + position - skeleton_at
+
+        outer = self._fragment
+        self._fragment = (offset, offset + end - start)
+        self.lexed += len(lexed)
+        try:
+            interactive = _lark_for(self).parse_interactive(lexed, start="nested_arguments")
+            token: Token | None = None
+            for token in interactive.lexer_thread.lex(interactive.parser_state):
+                first, last = in_source(int(token.start_pos or 0)), in_source(int(token.end_pos or 0) - 1) + 1
+                value = _Run(source, first, last) if token.type == "LITERAL" else source[first:last]
+                interactive.feed_token(Token(token.type, value, start_pos=first - start, end_pos=last - start))
+            return cast("list[Token | _Nested]", interactive.feed_eof(token))
+        except UnexpectedInput:
+            self._deferred = []
+            return None
+        finally:
+            self._fragment = outer
+            _POOL.holder.current = self
+
     def defer_nested(self, head: Token, arguments: Token) -> _Nested:
         """An anonymous instruction written as an operand, as its list's parse meets it: built later."""
-        nested = _Nested(str(head), self.position(head), str(arguments), self.position(arguments))
+        run = arguments.value
+        if isinstance(run, _Run):  # `_quick_items`: a span of its source
+            source, start, end = run.source, run.start, run.end
+        else:
+            source = str(arguments)
+            start, end = 0, len(source)
+        nested = _Nested(str(head), self.position(head), source, start, end, self.position(arguments))
         self._deferred.append(nested)
         return nested
 
-    def _open_nested(self, nested: _Nested) -> Instruction | _ListFrame:
+    def _open_nested(self, nested: _Nested, structures: dict[int, Brackets]) -> Instruction | _ListFrame:
         """Read the head of an anonymous instruction: a constant is built at once; any other
         comes back as its argument list's frame, built when the frame is done."""
         # XLA's lexer needs no blank between the shape and the opcode (`f32[2]broadcast(`).
@@ -860,14 +958,20 @@ class _Parse:
         assert after_shape is not None  # it matches the empty end at least
         shape_text, opcode = written[: after_shape.start()].strip(), after_shape.group()
         shape = self.shapes.read(shape_text, nested.head_pos) if shape_text else None
+        source, start, end = nested.source, nested.start, nested.end
         if opcode == "constant":
-            literal = _LiteralText(nested.arguments[1:-1].strip(), nested.arguments_pos + 1)
+            literal = _LiteralText(source[start + 1 : end - 1].strip(), nested.arguments_pos + 1)
             return self._anonymous(nested, shape, opcode, [], literal)
-        if opcode == "parameter" and "," in nested.arguments:
-            body = _COMMENT.sub(lambda m: " " * len(m.group()), nested.arguments[1:-1])
+        comma = source.find(",", start, end) if opcode == "parameter" else -1
+        if comma >= 0:
+            # Up to the first comma, unless a comment may hide it: the rest is not read here.
+            inside = source[start + 1 : comma + 1]
+            if "/*" in inside:
+                inside = source[start + 1 : end - 1]
+            body = _COMMENT.sub(lambda m: " " * len(m.group()), inside)
             if "," in body:
                 self._check_parameter_comma(body, nested.arguments_pos + 1)
-        frame = self._list_frame(nested.arguments, nested.arguments_pos, nested)
+        frame = self._list_frame(source, start, end, nested.arguments_pos, nested, structures)
         frame.shape, frame.opcode = shape, opcode
         return frame
 

@@ -9,6 +9,9 @@ keeps its offset in the source (`Piece`), so an error can point at it later.
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lark import Lark
@@ -153,10 +156,11 @@ LONG_LINE = 1 << 16
 MASK_DEPTH = 12
 #: What a masked bracket becomes: a character every group regex reads as plain text.
 MASK = "\x01"
+#: A string as XLA's lexer (and the grammar's STRING and _SQ_STRING) reads it; and a comment.
+_STRING = r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\''
+_COMMENT = r"/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+"
 #: A bracket, or what XLA's lexer reads past whole (strings and comments), whose brackets are text.
-_BRACKET_OR_SKIPPED = re.compile(
-    r'([(){}\[\]])|"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
-)
+_BRACKET_OR_SKIPPED = re.compile(rf"([(){{}}\[\]])|{_STRING}|{_COMMENT}")
 
 
 class TooDeep(Exception):
@@ -227,3 +231,75 @@ def masked(text: str) -> str:
     for at in deep:
         characters[at] = MASK
     return "".join(characters)
+
+
+#: What `Brackets` looks for: a `{`/`[` group at most 4 deep with no `(`, `)`, quote or `/` inside (group 1: a
+#: literal's rows, passed over in one match), a bracket (2), a comment (3), a quote that opens no string (4).
+#: Strings match no group: their brackets are text.
+_FLAT = r"[^(){}\[\]\"'/]++"
+_STRUCTURE = re.compile(
+    rf"([{{\[](?:{_FLAT}|[{{\[](?:{_FLAT}|[{{\[](?:{_FLAT}|[{{\[]{_FLAT[:-2]}*+[}}\]])*+[}}\]])*+[}}\]])*+[}}\]])"
+    rf"|([(){{}}\[\]])|{_STRING}|({_COMMENT})|([\"'])"
+)
+#: How deep a group that `_STRUCTURE` passes over in one match may nest.
+_FLAT_DEPTH = 4
+
+
+class Brackets:
+    """Where each bracket of a text opens and closes, found in one pass, as the grammar's group regexes pair
+    them: a close closes the last open bracket of any kind, and strings are text.
+
+    So a nested list can be read level by level without rescanning what lies below it
+    (`_Parse._quick_items`). `usable` is False where the regexes and `masked` might pair brackets otherwise
+    than this pass (a comment holding a bracket or quote, a quote that opens no string, a bracket that
+    closes nothing or never closes): such a text is left to Lark.
+    """
+
+    def __init__(self, text: str) -> None:
+        #: For the k-th open bracket: where it opens, where its close is, and the index of the first open
+        #: bracket after that close (its next sibling, if any).
+        self.opens: array[int] = array("q")
+        self.closes: array[int] = array("q")
+        self.after: array[int] = array("q")
+        #: At least as deep as the deepest nesting.
+        self.depth = 0
+        self.usable = self._scan(text)
+
+    def _scan(self, text: str) -> bool:
+        opens, closes, after = self.opens, self.closes, self.after
+        stack: list[int] = []
+        for match in _STRUCTURE.finditer(text):
+            kind = match.lastindex
+            if kind == 1:  # a literal's group, whole
+                opens.append(match.start())
+                closes.append(match.end() - 1)
+                after.append(len(opens))
+                self.depth = max(self.depth, len(stack) + _FLAT_DEPTH)
+            elif kind == 2:
+                if match.group(2) in "({[":
+                    stack.append(len(opens))
+                    opens.append(match.start())
+                    closes.append(-1)
+                    after.append(-1)
+                    self.depth = max(self.depth, len(stack))
+                elif not stack:
+                    return False
+                else:
+                    opened = stack.pop()
+                    closes[opened] = match.start()
+                    after[opened] = len(opens)
+            elif kind == 4 or (kind == 3 and any(c in match.group(3) for c in "(){}[]\"'")):
+                return False
+        return not stack
+
+    def index(self, position: int) -> int | None:
+        """The index of the bracket that opens at `position`; None if none does (it is in a string, say)."""
+        index = bisect_left(self.opens, position)
+        return index if index < len(self.opens) and self.opens[index] == position else None
+
+    def children(self, index: int) -> Iterator[int]:
+        """The indexes of the brackets directly inside the `index`-th group, in order."""
+        child, close = index + 1, self.closes[index]
+        while child < len(self.opens) and self.opens[child] < close:
+            yield child
+            child = self.after[child]

@@ -8,14 +8,17 @@ it; past `MAX_NESTING`, where XLA's parser overflows its stack, a located refusa
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import pytest
+from lark import Token
 
 from hloopt.errors import HloError, HloParseError
 from hloopt.ir.literal import Literal, decode_literal
 from hloopt.ir.shape import TupleShape
+from hloopt.text import parser
 from hloopt.text.parser import parse
-from hloopt.text.splitting import MASK, MASK_DEPTH, MAX_NESTING, MAX_OPERAND_NESTING, TooDeep, masked
+from hloopt.text.splitting import MASK, MASK_DEPTH, MAX_NESTING, MAX_OPERAND_NESTING, Brackets, TooDeep, masked
 from hloopt.xla.bridge import XlaCrash, canonical_in_subprocess
 
 
@@ -192,3 +195,123 @@ def test_masked_refuses_past_the_bound() -> None:
     with pytest.raises(TooDeep) as caught:
         masked(text)
     assert caught.value.offset == MAX_NESTING
+
+
+def _lexed_by_sub_parses(text: str) -> int:
+    """Characters handed to Lark by the sub-parses of `text`'s parse (the parse that read it is the pool's last)."""
+    parse(text)
+    state = parser._POOL.holder.current
+    assert state is not None and state.text is text
+    return state.lexed
+
+
+@pytest.mark.parametrize("depth", [64, MAX_OPERAND_NESTING - 1])
+def test_a_chain_of_anonymous_operands_is_lexed_about_once(depth: int) -> None:
+    """Issue 28: each level is read from its own text, not the rest of the text (that was d x L: a 5 MB
+    literal 1,024 levels deep took minutes). Counted in characters Lark lexes, not in seconds."""
+    literal = ", ".join(["1.5"] * 20_000)
+    operand = f"f32[20000] constant({{{literal}}})"
+    for _ in range(depth):
+        operand = f"f32[20000] negate({operand})"
+    text = _entry(f"ROOT r = f32[20000] negate({operand})")
+    lexed = _lexed_by_sub_parses(text)
+    assert lexed < 2 * (len(text) - len(literal))  # each level about once, the literal never (was d x L)
+    names = [instruction.name for instruction in parse(text).entry.instructions]
+    assert names[:2] == ["constant.anon", "negate.anon"] and names[-2:] == [f"negate.anon.{depth - 1}", "r"]
+
+
+#: Argument lists as `_quick_items` and Lark's `nested_arguments` both read them (or refuse them).
+_LISTS = [
+    "(f32[] negate(p))",
+    "(f32[2]{0} add(p, q), f32[] constant(1))",
+    "((f32[], s32[]) tuple(p, q), (f32[]) p)",
+    "(f32[], p, f32[] negate(p))",
+    "(, f32[] negate(p),)",
+    "(1, f32[] negate(p))",
+    "(f32[]negate(p))",
+    "(b(f32[]) copy(p))",
+    "( f32[] negate( p ) )",
+    '(f32[] negate("(" p))',
+    "(f32[] negate(p) // note\n)",
+    "(f32[2] constant({1, 2}), f32[] negate(f32[] negate(p)))",
+    "(f32[] negate(" + "(" * 20 + ")" * 20 + "))",
+    "(f32[1) (x] p)",
+    "(f32[] negate(p) q)",
+    "(f32[] negate(p), 'x')",
+]
+
+
+def _comparable(items: list[object]) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
+    for item in items:
+        if isinstance(item, parser._Nested):
+            out.append((item.head, item.head_pos, item.source[item.start : item.end], item.arguments_pos))
+        else:
+            assert isinstance(item, Token)
+            out.append((item.type, str(item), item.start_pos))
+    return out
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_the_skeleton_reads_a_list_as_lark_reads_it(deep: bool) -> None:
+    """The fast reading of an argument list (its nested lists left out) against Lark's reading of the list
+    itself: every list above, and every one-character deletion of each (exhaustive: a few hundred lists).
+    Where the fast reading answers, Lark reads the same items at the same offsets; where Lark refuses,
+    the fast reading does not answer (the list is then read by Lark, which words the refusal)."""
+    lists = {variant for base in _LISTS for variant in [base, *(base[:i] + base[i + 1 :] for i in range(len(base)))]}
+    answered = 0
+    for arguments in sorted(lists):
+        text = _entry(f"ROOT r = f32[] tuple{arguments}")
+        offset = text.index(arguments)
+        state = parser._Parse(text, "t.hlo", deep=deep)
+        quick = state._quick_items(arguments, 0, len(arguments), offset, {})
+        try:
+            lark = cast("list[object]", state._sub_parse(arguments, "nested_arguments", offset))
+        except (HloParseError, TooDeep):
+            assert quick is None, arguments
+            continue
+        if quick is not None:
+            answered += 1
+            assert _comparable(list(quick)) == _comparable(lark), arguments
+    assert answered > 100
+
+
+@pytest.mark.parametrize(
+    ("text", "usable"),
+    [
+        ('(a, f32[2]{0} b(c, {{1,2},{3}}), "(" d(e))', True),
+        ("(p /* x */)", True),
+        ("(p /* ( */)", False),  # `masked` skips a comment's bracket, the group regexes do not
+        ('(")', False),  # a quote that opens no string
+        ("((p)", False),
+        ("(p))", False),
+        ("(p]", True),  # any close closes the last open bracket, as the regexes pair them
+    ],
+)
+def test_brackets_pair_as_the_group_regexes_do(text: str, usable: bool) -> None:
+    brackets = Brackets(text)
+    assert brackets.usable == usable
+    if not usable:
+        return
+    # The reference: a walk character by character, strings and comments skipped.
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    while i < len(text):
+        if text[i] == '"':
+            i = text.index('"', i + 1) + 1
+            continue
+        if text.startswith("/*", i):
+            i = text.index("*/", i) + 2
+            continue
+        if text[i] in "({[":
+            stack.append(i)
+        elif text[i] in ")}]":
+            pairs[stack.pop()] = i
+        i += 1
+    found = set(zip(brackets.opens, brackets.closes))
+    assert found <= set(pairs.items())  # a literal's `{…}` rows are passed over whole: their inner pairs not listed
+    top = brackets.index(0)
+    assert top is not None and [brackets.opens[c] for c in brackets.children(top)] == sorted(
+        o for o in pairs if o and not any(p < o < pairs[p] for p in pairs if p)
+    )
