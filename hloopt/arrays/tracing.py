@@ -364,7 +364,10 @@ class TraceReport:
             lines.append(f"largest local errors (top {self.top}), by op_name scope:")
             for scope, members in ranked:
                 lines.append(f"  {scope or '(no op_name)'}:")
-                lines += [f"    %{t.shown}: local {error_said(t.local)}; propagated {error_said(t.propagated)}" for t in members]
+                lines += [
+                    f"    %{t.shown}: local {error_said(t.local)}; propagated {error_said(t.propagated)}"
+                    for t in members
+                ]
         for output in self.outputs:
             said = f"output {output.index}: "
             if output.instruction is None:
