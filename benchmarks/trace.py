@@ -23,26 +23,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from looping import bf16_scan_rnn
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT = [EXAMPLES / "bf16_conv_batchnorm_train.hlo", EXAMPLES / "fp8_bf16_mlp.hlo"]
 
 
 def loop_module(directory: Path) -> Path:
     """A bf16 recurrent cell run by ``jax.lax.scan`` over 24 steps (a while loop in HLO), written to `directory`."""
-    import jax
-    import jax.numpy as jnp
-
-    def rnn(w: jax.Array, xs: jax.Array) -> jax.Array:
-        def cell(h: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-            h = jnp.tanh(h @ w + x)
-            return h, h.sum()
-
-        h, sums = jax.lax.scan(cell, jnp.zeros((8, 64), jnp.bfloat16), xs)
-        return h.mean() + sums.mean()
-
-    lowered = jax.jit(rnn).lower(jnp.ones((64, 64), jnp.bfloat16), jnp.ones((24, 8, 64), jnp.bfloat16))
     path = directory / "bf16_scan_rnn.hlo"
-    path.write_text(lowered.compiler_ir("hlo").as_hlo_text())  # pyright: ignore[reportOptionalMemberAccess]
+    path.write_text(bf16_scan_rnn(24, 64))
     return path
 
 

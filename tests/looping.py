@@ -35,3 +35,21 @@ ENTRY main {{
 {tail}
 }}
 """
+
+
+def bf16_scan_rnn(steps: int, width: int) -> str:
+    """A bf16 recurrent cell run by ``jax.lax.scan`` over `steps` steps (a while loop in HLO), as jax lowers it:
+    the loop-carrying real program of the trace's test and of benchmarks/trace.py."""
+    import jax
+    import jax.numpy as jnp
+
+    def rnn(w: jax.Array, xs: jax.Array) -> jax.Array:
+        def cell(h: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            h = jnp.tanh(h @ w + x)
+            return h, h.sum()
+
+        h, sums = jax.lax.scan(cell, jnp.zeros((8, width), jnp.bfloat16), xs)
+        return h.mean() + sums.mean()
+
+    lowered = jax.jit(rnn).lower(jnp.ones((width, width), jnp.bfloat16), jnp.ones((steps, 8, width), jnp.bfloat16))
+    return lowered.compiler_ir("hlo").as_hlo_text()  # pyright: ignore[reportOptionalMemberAccess]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import sampled
-from looping import counted_loop
+from looping import bf16_scan_rnn, counted_loop
 
 from hloopt.arrays.tracing import TraceReport, moved
 from hloopt.ir.element_types import BY_NAME, ROWS, Kind, numpy_dtype
@@ -415,19 +415,7 @@ def test_an_endless_loop_is_refused_not_run_forever(pool: IsolatedPool) -> None:
 def test_a_bf16_scan_after_upcast_all_is_matched_inside_its_body_by_provenance(pool: IsolatedPool) -> None:
     """A bf16 jax scan and its upcast-all-to-fp32 rewrite: the body's instructions of each traced iteration
     are matched by provenance (the pass rewrote them inside the body), and the f64 verdict is better."""
-    import jax
-    import jax.numpy as jnp
-
-    def rnn(w: jax.Array, xs: jax.Array) -> jax.Array:
-        def cell(h: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-            h = jnp.tanh(h @ w + x)
-            return h, h.sum()
-
-        h, sums = jax.lax.scan(cell, jnp.zeros((8, 16), jnp.bfloat16), xs)
-        return h.mean() + sums.mean()
-
-    lowered = jax.jit(rnn).lower(jnp.ones((16, 16), jnp.bfloat16), jnp.ones((20, 8, 16), jnp.bfloat16))
-    text = lowered.compiler_ir("hlo").as_hlo_text()  # pyright: ignore[reportOptionalMemberAccess]
+    text = bf16_scan_rnn(20, 16)
     report = trace(text, passes="upcast-all-to-fp32", reference=True, iterations=4, pool=pool)
     (loop,) = report.loops
     assert (loop.iterations_a, loop.iterations_b, loop.traced) == (20, 20, (0, 1, 2, 19))
