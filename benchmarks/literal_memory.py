@@ -24,12 +24,11 @@ elements, before → after in the same conditions (× the input, above the floor
 loaded machine): f32 (250 MB) parse+print 6.18× (6.02×) → 3.13× (2.97×), 10.0 → 9.0 s; `--passes all`
 5.23× (5.06×) → 3.13× (2.96×), 10.8 → 8.7 s; bf16 (151 MB) parse+print 6.31× (6.03×) → 3.59× (3.32×),
 6.6 → 7.0 s; `--passes all` 7.17× (6.89×) → 3.59× (3.32×), 10.0 → 12.3 s.
-At 1e8 elements (one run, after; the issue's 7.4 GB, 25×, 260 s before): f32 (1,251 MB) parse+print 3,611 MB,
-3.03× (2.99× above the floor), 37.7 s CPU; `--passes all` 3.03× (2.99×), 46.0 s; bf16 (753 MB) parse+print
-2,425 MB, 3.38× (3.32×), 32.0 s; `--passes all` 3.38× (3.32×), 52.7 s. bf16 holds about 0.3× more than the three copies of its text; not yet
-found where (bytes per element, so something sized by the element count).
-What is left is Lark's lexer: for an instant it holds the source, its match and the token made from it, three
-copies of the computation; every later step holds the text once plus the values a pass decodes.
+At 1e8 elements (one run; the issue's 7.4 GB, 25×, 260 s before), stop 34 → stop 35 (Lark's lexer no
+longer copies a run; peaks read from VmHWM, which the old ru_maxrss inflated by the benchmark's own peak):
+f32 (1,251 MB) parse+print 3.03× → 2.05× (2,441 MB, 30.6 s CPU), `--passes all` 3.03× → 2.05× (30.7 s);
+bf16 (753 MB) parse+print 3.38× → 2.08× (1,496 MB, 21.8 s), `--passes all` 3.38× → 2.08× (55.0 s).
+What is left is the source and one slice of the computation being read, plus the values a pass decodes.
 """
 
 from __future__ import annotations
