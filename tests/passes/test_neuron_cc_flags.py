@@ -20,7 +20,7 @@ MODES = ("none", "matmult", "all")
 TYPES = ("bf16", "fp16", "tf32", "fp8_e4m3")
 
 
-@pytest.mark.parametrize(("mode", "cast_type"), itertools.product(MODES, TYPES))
+@pytest.mark.parametrize(("mode", "cast_type"), list(itertools.product(MODES, TYPES)))
 @pytest.mark.parametrize("spelling", ["{flag} {value}", "{flag}={value}", "'{flag}={value}'", '"{flag}" {value}'])
 def test_every_mode_and_type_in_every_spelling(mode: str, cast_type: str, spelling: str) -> None:
     text = " ".join(
