@@ -8,6 +8,7 @@ it; past `MAX_NESTING`, where XLA's parser overflows its stack, a located refusa
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import cast
 
 import pytest
@@ -158,9 +159,9 @@ def test_past_xla_s_stack_a_located_refusal() -> None:
     assert (caught.value.location.line, caught.value.location.column) == (4, len("  ROOT c = ") + MAX_NESTING)
 
 
-def _deep_brackets(text: str) -> list[int]:
-    """The reference: where the brackets deeper than MASK_DEPTH are, walking character by character."""
-    found, depth, i = [], 0, 0
+def _brackets_outside_strings(text: str) -> Iterator[int]:
+    """The reference walk: where each bracket stands, character by character, strings and comments skipped."""
+    i = 0
     while i < len(text):
         if text[i] == '"':
             i = text.index('"', i + 1) + 1
@@ -168,13 +169,21 @@ def _deep_brackets(text: str) -> list[int]:
         if text.startswith("/*", i):
             i = text.index("*/", i) + 2
             continue
+        if text[i] in "({[)}]":
+            yield i
+        i += 1
+
+
+def _deep_brackets(text: str) -> list[int]:
+    """The reference: where the brackets deeper than MASK_DEPTH are."""
+    found, depth = [], 0
+    for i in _brackets_outside_strings(text):
         if text[i] in "({[":
             depth += 1
-        if text[i] in "({[)}]" and depth > MASK_DEPTH:
+        if depth > MASK_DEPTH:
             found.append(i)
         if text[i] in ")}]":
             depth -= 1
-        i += 1
     return found
 
 
@@ -293,22 +302,13 @@ def test_brackets_pair_as_the_group_regexes_do(text: str, usable: bool) -> None:
     assert brackets.usable == usable
     if not usable:
         return
-    # The reference: a walk character by character, strings and comments skipped.
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    i = 0
-    while i < len(text):
-        if text[i] == '"':
-            i = text.index('"', i + 1) + 1
-            continue
-        if text.startswith("/*", i):
-            i = text.index("*/", i) + 2
-            continue
+    for i in _brackets_outside_strings(text):
         if text[i] in "({[":
             stack.append(i)
-        elif text[i] in ")}]":
+        else:
             pairs[stack.pop()] = i
-        i += 1
     found = set(zip(brackets.opens, brackets.closes))
     assert found <= set(pairs.items())  # a literal's `{…}` rows are passed over whole: their inner pairs not listed
     top = brackets.index(0)
