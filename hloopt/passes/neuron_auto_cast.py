@@ -359,9 +359,9 @@ def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage
 def _cast_matmul_operands(
     changing: dict[Instruction, Decision], storage: str | None, shapes: ShapeResolver
 ) -> list[tuple[str, str]]:
-    """Each cast dot's and convolution's two operands cast (one cast per operand and computation) and read back
-    as F32: XLA's CPU refuses some bf16 × bf16 → f32 dots (DotThunk), and widening is exact, so the products
-    and the f32 sum are those of the narrow operands."""
+    """Each cast dot's and convolution's two operands cast (one cast per operand and computation), read as they
+    are: the op keeps its F32 result, as the matrix engine writes it. XLA's CPU refuses some bf16 × bf16 → f32
+    dots (DotThunk); cpu-runnable widens their operands when a module is to run there, which is exact."""
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
     for instruction, decision in reversed(changing.items()):
@@ -373,7 +373,7 @@ def _cast_matmul_operands(
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
                 builder = Builder.after(operand)  # before every user, whichever comes first
                 narrow = _cast_value(builder, operand, shape, storage)
-                made[operand] = narrow if storage is None else builder.convert(narrow, shape)
+                made[operand] = narrow
                 provenance += provenance_of(instruction, builder.created)
             instruction.replace_operand(operand, made[operand])
     return provenance
