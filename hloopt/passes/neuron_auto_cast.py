@@ -111,7 +111,7 @@ _ONE_TYPE = {name: frozenset((name,)) for name in ("f32", "bf16", "f16", "s32", 
 def _callers(module: Module) -> dict[Computation, list[Instruction]]:
     found: dict[Computation, list[Instruction]] = {}
     for instruction in module.instructions():
-        if instruction.attributes and (instruction.opcode in _CALLING or instruction.opcode not in LISTED):
+        if instruction.opcode in _CALLING:  # the opcode table's callees: no other op's attributes name one
             for callee in instruction.called_computations():
                 found.setdefault(callee, []).append(instruction)
     return found
@@ -155,10 +155,21 @@ def _plan(
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
                     plan[instruction] = Decision(reason="io")
             elif instruction.opcode in LISTED and (
-                complete or instruction.opcode in ACCUMULATING or inherited[computation] is not None
+                complete
+                or inherited[computation] is not None
+                or (instruction.opcode in ACCUMULATING and _may_change(instruction, shapes, options))
             ):
                 plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free, fused)
     return plan, inherited
+
+
+def _may_change(instruction: Instruction, shapes: ShapeResolver, options: NeuronAutoCast) -> bool:
+    """Outside ``all`` mode, whether `_decide` could change an accumulating op that inherits nothing: a dot or
+    convolution under ``matmult``, or one of low-precision values (the rest are left out of the pass's plan)."""
+    if options.mode == "matmult" and instruction.opcode in MATMUL:
+        return True
+    result = _types(shapes(instruction))
+    return bool(result) and result <= LOW_PRECISION
 
 
 def _inherited(
@@ -506,8 +517,8 @@ def _accumulate_in_f32(
     ]
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
-    for instruction in ops:  # a dot's narrow operands too: XLA's CPU refuses some bf16 × bf16 → f32 dots
-        provenance += _in_f32(instruction, WIDEN, made, shapes)
+    for instruction in ops:  # a dot reads its narrow operands as they are, as the matrix engine does
+        provenance += _in_f32(instruction, WIDEN, made, shapes, widen_operands=instruction.opcode not in MATMUL)
     _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
     return provenance + reducer_provenance
 
@@ -528,14 +539,20 @@ def _engines_in_f32(module: Module, plan: dict[Instruction, Decision], storage: 
 
 
 def _in_f32(
-    instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction], shapes: ShapeResolver
+    instruction: Instruction,
+    widen: Retyping,
+    made: dict[Instruction, Instruction],
+    shapes: ShapeResolver,
+    *,
+    widen_operands: bool = True,
 ) -> list[tuple[str, str]]:
-    """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`), its result
-    F32 and converted back to the narrow type once for its users. Shapes the text left out are inferred (the
-    result's before its operands change), and the result's new shape is then written out."""
+    """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`; not a dot's
+    or convolution's, `widen_operands` false), its result F32 and converted back to the narrow type once for
+    its users. Shapes the text left out are inferred (the result's before its operands change), and the
+    result's new shape is then written out."""
     provenance: list[tuple[str, str]] = []
     result_shape = shapes(instruction)
-    for operand in dict.fromkeys(instruction.operands):
+    for operand in dict.fromkeys(instruction.operands) if widen_operands else ():
         shape = shapes(operand)
         if shape is None or not widen.changes(shape):
             continue
