@@ -148,17 +148,18 @@ def _plan(
         found = callers.get(computation, [])
         kept = _kept_by_callers(found, held, inherited) if options.mode == "all" else None
         inherited[computation] = kept or _inherited(found, plan, inherited)
+        if not complete and inherited[computation] is None:  # most computations: their accumulations only
+            for instruction in computation.instructions:
+                if instruction.opcode in ACCUMULATING and _may_change(instruction, shapes, options):
+                    plan[instruction] = _decide(instruction, shapes, options, None, free, fused)
+            continue
         for instruction in computation.instructions:
             if instruction in held:
                 plan[instruction] = held[instruction]
             elif instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
                     plan[instruction] = Decision(reason="io")
-            elif instruction.opcode in LISTED and (
-                complete
-                or inherited[computation] is not None
-                or (instruction.opcode in ACCUMULATING and _may_change(instruction, shapes, options))
-            ):
+            elif instruction.opcode in LISTED:
                 plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free, fused)
     return plan, inherited
 
