@@ -354,9 +354,10 @@ def _narrow_operands(instruction: Instruction, shapes: ShapeResolver) -> list[tu
     found: list[tuple[Instruction, ArrayShape]] = []
     for operand in dict.fromkeys(instruction.operands[:2]):
         shape = shapes(operand)
-        if isinstance(shape, ArrayShape) and shape.element_type in FLOAT_TYPES:
-            if BY_NAME[shape.element_type].bits < wide.bits:
-                found.append((operand, shape.with_element_type(wide.name)))
+        if not isinstance(shape, ArrayShape) or shape.element_type not in FLOAT_TYPES:
+            continue
+        if BY_NAME[shape.element_type].bits < wide.bits:
+            found.append((operand, shape.with_element_type(wide.name)))
     return found
 
 

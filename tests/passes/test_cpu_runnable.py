@@ -315,7 +315,9 @@ def test_a_dot_of_f32_operands_and_an_integer_dot_are_left_alone() -> None:
     text = NARROW_DOT.replace("NARROW", "f32")
     assert not [i for i in CpuRunnable().matches(parse(text, "t")) if i.opcode in ("dot", "convert")]
     integer = NARROW_DOT.replace("NARROW", "s8").replace("f32[4,3]{1,0} dot", "s32[4,3]{1,0} dot")
-    integer = integer.replace("ROOT %t = f32[3,4]{0,1}", "ROOT %t = s32[3,4]{0,1}").replace("-> f32[3,4]", "-> s32[3,4]")
+    integer = integer.replace("ROOT %t = f32[3,4]{0,1}", "ROOT %t = s32[3,4]{0,1}").replace(
+        "-> f32[3,4]", "-> s32[3,4]"
+    )
     assert "%convert" not in _runnable_text(integer)
 
 
