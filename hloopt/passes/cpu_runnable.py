@@ -14,6 +14,10 @@ module that is to run must say everything with logical operations. The rewrites,
   reshape, one that changes nothing is its operand;
 - ``copy-done(copy-start(x))``, a copy between memory spaces that the CPU emitter lacks, is
   ``copy(x)``;
+- a ``dot`` or ``convolution`` whose floating-point operands are narrower than its result (bf16 × bf16
+  → f32, as auto-cast and jax's ``preferred_element_type`` write it) reads them widened to the result's
+  type: XLA's CPU refuses some such dots ("Unsupported element type for DotThunk::Execute: BF16 x BF16 =
+  F32") and runs others, and widening is exact, so the products and their f32 sum are the same;
 - every layout becomes XLA's default (descending) one, entry_computation_layout included, and
   tiles, memory spaces and element sizes go: outside bitcasts a layout says where bytes are,
   never what the values are. Custom calls keep theirs: a library call reads and writes the bytes
@@ -40,7 +44,7 @@ from hloopt.analysis.shape_inference import ShapeResolver
 from hloopt.errors import HloError
 from hloopt.ir.attribute_values import IntList, String
 from hloopt.ir.builder import Builder
-from hloopt.ir.element_types import BY_NAME
+from hloopt.ir.element_types import BY_NAME, FLOAT_TYPES
 from hloopt.ir.literal import Literal
 from hloopt.ir.module import (
     AttributeValue,
@@ -87,6 +91,7 @@ class CpuRunnable(HloPass):
     def run_on_module(self, module: Module) -> PassResult:
         _refuse_unrunnable(module)
         replaced = _explicit_bitcasts(module) + _calls_for_fusions(module) + _plain_copies(module)
+        replaced += _widened_matmul_operands(module)
         stripped = [i for i in list(module.instructions()) if _strip(i)]
         provenance = tuple(replaced) + tuple(pair for i in stripped for pair in provenance_of(i, [i]))
         rewritten = len({old for _, old in replaced}) + len(stripped)
@@ -106,7 +111,10 @@ class CpuRunnable(HloPass):
         return [
             i
             for i in module.instructions()
-            if i.opcode in ("fusion", "bitcast") or _async_copy(i) is not None or _strippable(i)
+            if i.opcode in ("fusion", "bitcast")
+            or _async_copy(i) is not None
+            or _strippable(i)
+            or _narrow_operands(i, ShapeResolver(module))
         ]
 
 
@@ -331,6 +339,38 @@ def _plain_copies(module: Module) -> list[tuple[str, str]]:
         copy = Builder.before(done).add("copy", known_shape(shapes, done), start.operands)
         computation.replace_instruction(done, copy)
         provenance += provenance_of(done, [copy])
+    return provenance
+
+
+def _narrow_operands(instruction: Instruction, shapes: ShapeResolver) -> list[tuple[Instruction, ArrayShape]]:
+    """A dot's or convolution's operands of a float type narrower than its float result, each with its shape
+    widened to the result's type."""
+    if instruction.opcode not in ("dot", "convolution"):
+        return []
+    result = shapes(instruction)
+    if not isinstance(result, ArrayShape) or result.element_type not in FLOAT_TYPES:
+        return []
+    wide = BY_NAME[result.element_type]
+    found: list[tuple[Instruction, ArrayShape]] = []
+    for operand in dict.fromkeys(instruction.operands[:2]):
+        shape = shapes(operand)
+        if not isinstance(shape, ArrayShape) or shape.element_type not in FLOAT_TYPES:
+            continue
+        if BY_NAME[shape.element_type].bits < wide.bits:
+            found.append((operand, shape.with_element_type(wide.name)))
+    return found
+
+
+def _widened_matmul_operands(module: Module) -> list[tuple[str, str]]:
+    """Each dot and convolution reads its narrow float operands widened to its result's type (one convert per
+    operand and user); the provenance of the converts."""
+    shapes = ShapeResolver(module)
+    provenance: list[tuple[str, str]] = []
+    for instruction in [i for i in module.instructions() if i.opcode in ("dot", "convolution")]:
+        for operand, wide in _narrow_operands(instruction, shapes):
+            builder = Builder.before(instruction)
+            instruction.replace_operand(operand, builder.convert(operand, wide))
+            provenance += provenance_of(instruction, builder.created)
     return provenance
 
 

@@ -111,7 +111,7 @@ _ONE_TYPE = {name: frozenset((name,)) for name in ("f32", "bf16", "f16", "s32", 
 def _callers(module: Module) -> dict[Computation, list[Instruction]]:
     found: dict[Computation, list[Instruction]] = {}
     for instruction in module.instructions():
-        if instruction.attributes and (instruction.opcode in _CALLING or instruction.opcode not in LISTED):
+        if instruction.opcode in _CALLING:  # the opcode table's callees: no other op's attributes name one
             for callee in instruction.called_computations():
                 found.setdefault(callee, []).append(instruction)
     return found
@@ -148,17 +148,29 @@ def _plan(
         found = callers.get(computation, [])
         kept = _kept_by_callers(found, held, inherited) if options.mode == "all" else None
         inherited[computation] = kept or _inherited(found, plan, inherited)
+        if not complete and inherited[computation] is None:  # most computations: their accumulations only
+            for instruction in computation.instructions:
+                if instruction.opcode in ACCUMULATING and _may_change(instruction, shapes, options):
+                    plan[instruction] = _decide(instruction, shapes, options, None, free, fused)
+            continue
         for instruction in computation.instructions:
             if instruction in held:
                 plan[instruction] = held[instruction]
             elif instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
                     plan[instruction] = Decision(reason="io")
-            elif instruction.opcode in LISTED and (
-                complete or instruction.opcode in ACCUMULATING or inherited[computation] is not None
-            ):
+            elif instruction.opcode in LISTED:
                 plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free, fused)
     return plan, inherited
+
+
+def _may_change(instruction: Instruction, shapes: ShapeResolver, options: NeuronAutoCast) -> bool:
+    """Outside ``all`` mode, whether `_decide` could change an accumulating op that inherits nothing: a dot or
+    convolution under ``matmult``, or one of low-precision values (the rest are left out of the pass's plan)."""
+    if options.mode == "matmult" and instruction.opcode in MATMUL:
+        return True
+    result = _types(shapes(instruction))
+    return bool(result) and result <= LOW_PRECISION
 
 
 def _inherited(
@@ -359,9 +371,9 @@ def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage
 def _cast_matmul_operands(
     changing: dict[Instruction, Decision], storage: str | None, shapes: ShapeResolver
 ) -> list[tuple[str, str]]:
-    """Each cast dot's and convolution's two operands cast (one cast per operand and computation) and read back
-    as F32: XLA's CPU refuses some bf16 × bf16 → f32 dots (DotThunk), and widening is exact, so the products
-    and the f32 sum are those of the narrow operands."""
+    """Each cast dot's and convolution's two operands cast (one cast per operand and computation), read as they
+    are: the op keeps its F32 result, as the matrix engine writes it. XLA's CPU refuses some bf16 × bf16 → f32
+    dots (DotThunk); cpu-runnable widens their operands when a module is to run there, which is exact."""
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
     for instruction, decision in reversed(changing.items()):
@@ -373,7 +385,7 @@ def _cast_matmul_operands(
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
                 builder = Builder.after(operand)  # before every user, whichever comes first
                 narrow = _cast_value(builder, operand, shape, storage)
-                made[operand] = narrow if storage is None else builder.convert(narrow, shape)
+                made[operand] = narrow
                 provenance += provenance_of(instruction, builder.created)
             instruction.replace_operand(operand, made[operand])
     return provenance
@@ -506,8 +518,8 @@ def _accumulate_in_f32(
     ]
     made: dict[Instruction, Instruction] = {}
     provenance: list[tuple[str, str]] = []
-    for instruction in ops:  # a dot's narrow operands too: XLA's CPU refuses some bf16 × bf16 → f32 dots
-        provenance += _in_f32(instruction, WIDEN, made, shapes)
+    for instruction in ops:  # a dot reads its narrow operands as they are, as the matrix engine does
+        provenance += _in_f32(instruction, WIDEN, made, shapes, widen_operands=instruction.opcode not in MATMUL)
     _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
     return provenance + reducer_provenance
 
@@ -528,14 +540,20 @@ def _engines_in_f32(module: Module, plan: dict[Instruction, Decision], storage: 
 
 
 def _in_f32(
-    instruction: Instruction, widen: Retyping, made: dict[Instruction, Instruction], shapes: ShapeResolver
+    instruction: Instruction,
+    widen: Retyping,
+    made: dict[Instruction, Instruction],
+    shapes: ShapeResolver,
+    *,
+    widen_operands: bool = True,
 ) -> list[tuple[str, str]]:
-    """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`), its result
-    F32 and converted back to the narrow type once for its users. Shapes the text left out are inferred (the
-    result's before its operands change), and the result's new shape is then written out."""
+    """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`; not a dot's
+    or convolution's, `widen_operands` false), its result F32 and converted back to the narrow type once for
+    its users. Shapes the text left out are inferred (the result's before its operands change), and the
+    result's new shape is then written out."""
     provenance: list[tuple[str, str]] = []
     result_shape = shapes(instruction)
-    for operand in dict.fromkeys(instruction.operands):
+    for operand in dict.fromkeys(instruction.operands) if widen_operands else ():
         shape = shapes(operand)
         if shape is None or not widen.changes(shape):
             continue

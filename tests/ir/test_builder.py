@@ -7,6 +7,7 @@ import re
 
 from hloopt.ir.attribute_values import Int
 from hloopt.ir.builder import Builder
+from hloopt.ir.module import _name_parts
 from hloopt.ir.shape import ArrayShape, TupleShape
 from hloopt.text.parser import parse
 
@@ -56,3 +57,29 @@ def test_fresh_names_read_a_suffix_as_xla_names_do() -> None:
             module = parse("HloModule m\n\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", "m.hlo")
             module.entry.instructions[0].name = name
             assert module.unique_name(name) == f"{base}.{number + 1}", name
+
+
+def test_each_base_reads_the_names_taken_when_the_first_fresh_name_was_made() -> None:
+    """For every set of up to three short names taken and every base asked for, the next N is one past the
+    largest N of the names `_name_parts` reads as that base (the table, built per base on demand, is what one
+    built from every name at once would be); names made later come from the counter, not from the names."""
+    pieces = ["a", "a.1", "a.1.2", "a.0", "a.07", ".3", "a.", "1", "a.\u0663", "a.1.x", "a.1.2.3"]
+    for count in (1, 2, 3):
+        for names in itertools.combinations(pieces, count):
+            module = parse(
+                "HloModule m\n\nENTRY e {\n"
+                + "".join(f"  p{k} = f32[] parameter({k})\n" for k in range(count))
+                + "  ROOT t = (f32[]) tuple(p0)\n}\n",
+                "m.hlo",
+            )
+            for instruction, name in zip(module.entry.instructions, names):
+                instruction.name = name
+            table: dict[str, int] = {}
+            for name in [*names, "t"]:
+                base, number = _name_parts(name)
+                table[base] = max(table.get(base, 0), number + 1)
+            for prefix in [*pieces, "b"]:
+                base = _name_parts(prefix)[0]
+                counter = table.get(base, 0)
+                assert module.unique_name(prefix) == (f"{base}.{counter}" if counter else base), (names, prefix)
+                table[base] = counter + 1

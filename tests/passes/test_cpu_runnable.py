@@ -272,6 +272,55 @@ def test_a_copy_between_memory_spaces_is_a_copy() -> None:
     np.testing.assert_array_equal(result, -x)
 
 
+# --- mixed-precision dots ---------------------------------------------------------------------------
+
+NARROW_DOT = hlo("""
+    HloModule m
+
+    ENTRY %e (a: f32[4,8], b: f32[8,3]) -> f32[3,4] {
+      %a = f32[4,8]{1,0} parameter(0)
+      %na = NARROW[4,8]{1,0} convert(%a)
+      %b = f32[8,3]{1,0} parameter(1)
+      %nb = NARROW[8,3]{1,0} convert(%b)
+      %d = f32[4,3]{1,0} dot(%na, %nb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+      ROOT %t = f32[3,4]{0,1} transpose(%d), dimensions={1,0}
+    }
+""")
+
+
+@pytest.mark.parametrize("narrow", ["bf16", "f16", "f8e4m3", "f8e4m3fn", "f8e5m2"])
+def test_a_dot_of_narrow_floats_into_f32_reads_them_widened(narrow: str) -> None:
+    """XLA's CPU refuses a bf16 x bf16 -> f32 dot fused with a transpose (DotThunk); widened it runs, exactly."""
+    text = NARROW_DOT.replace("NARROW", narrow)
+    if narrow == "bf16":
+        with pytest.raises(Exception, match="DotThunk"):
+            xla_helper.execute(text, [np.ones((4, 8), np.float32), np.ones((8, 3), np.float32)])
+    runnable = _runnable_text(text)
+    assert _body(runnable)[1:5] == [
+        f"%na = {narrow}[4,8]{{1,0}} convert(%a)",
+        "%convert = f32[4,8]{1,0} convert(%na)",
+        "%b = f32[8,3]{1,0} parameter(1)",
+        f"%nb = {narrow}[8,3]{{1,0}} convert(%b)",
+    ]
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-2, 2, (4, 8)).astype(np.float32), rng.uniform(-2, 2, (8, 3)).astype(np.float32)
+    (result,) = xla_helper.execute(runnable, [a, b])
+    dtype = numpy_dtype(narrow)
+    wide = [x.astype(dtype).astype(np.float64) for x in (a, b)]
+    exact = (wide[0] @ wide[1]).T  # products of narrow values are exact in f64; 8 of them sum with one rounding
+    np.testing.assert_allclose(result, exact.astype(np.float32), rtol=2**-20, atol=2**-20)
+
+
+def test_a_dot_of_f32_operands_and_an_integer_dot_are_left_alone() -> None:
+    text = NARROW_DOT.replace("NARROW", "f32")
+    assert not [i for i in CpuRunnable().matches(parse(text, "t")) if i.opcode in ("dot", "convert")]
+    integer = NARROW_DOT.replace("NARROW", "s8").replace("f32[4,3]{1,0} dot", "s32[4,3]{1,0} dot")
+    integer = integer.replace("ROOT %t = f32[3,4]{0,1}", "ROOT %t = s32[3,4]{0,1}").replace(
+        "-> f32[3,4]", "-> s32[3,4]"
+    )
+    assert "%convert" not in _runnable_text(integer)
+
+
 # --- layouts and configs ---------------------------------------------------------------------------
 
 CONFIGURED = hlo("""

@@ -210,7 +210,7 @@ def test_folded_bit_identical_under_xla(case: Case) -> None:
         _run(text, passes + ",fold-constant-converts") if passes != "fold-constant-converts" else _run(text, passes)
     )
     args = _matching_inputs(unfolded, _inputs(text, 2, int_range=(-50, 50)))
-    for u, f in zip(xla_helper.execute(unfolded, args), xla_helper.execute(folded, args)):
+    for u, f in zip(xla_helper.execute_runnable(unfolded, args), xla_helper.execute_runnable(folded, args)):
         assert u.dtype == f.dtype
         assert np.asarray(u).tobytes() == np.asarray(f).tobytes()
 

@@ -28,3 +28,11 @@ def canonical(text: str) -> str:
 def execute(text: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Compile `text` for the CPU and run it once on `inputs`."""
     return xla_bridge.execute(text, inputs)
+
+
+def execute_runnable(text: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """`execute` after cpu-runnable, as ``hloopt exec`` runs a module: a pass's output may hold what XLA's CPU
+    runs only so (auto-cast's bf16 × bf16 → f32 dots)."""
+    from hloopt.xla.running import with_numerics
+
+    return xla_bridge.execute(with_numerics(text, "xla").text, inputs)
