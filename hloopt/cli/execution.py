@@ -436,9 +436,19 @@ def compare_command(
             in_chunk(r, f"{a} against {b}", a_path, b_path) if isinstance(r, HloError) else r
             for (a, b), r in zip(labels, results)
         ]
-    texts = [[(f"A: {a.label}", a.text), (f"B: {b.label}", b.text)] for a, b in zip(a_modules, b_modules)]
+    texts = [
+        [(f"A: {a.label}", a.text), (f"B: {b.label}", b.text), *_b_as_run(sides, b_pipeline)]
+        for a, b, sides in zip(a_modules, b_modules, prepared_pairs)
+    ]
     _write_html(html, results, labels, texts)
     _report_comparisons(results, labels, as_json, split_input_file)
+
+
+def _b_as_run(sides: list[tuple[Prepared, str]] | HloError, passes: str | None) -> list[tuple[str, str]]:
+    """The page's text of B after `passes`, as XLA ran it (B as written does not show what the passes did)."""
+    if passes is None or isinstance(sides, HloError):
+        return []
+    return [(f"B as run: after {passes}, made runnable on XLA's CPU", sides[1][0].text)]
 
 
 def _write_html(

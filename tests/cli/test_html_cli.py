@@ -91,3 +91,16 @@ def test_a_snapshot_against_its_recorded_result(jax_snapshots: dict[str, Path], 
     for output in json.loads(result.stdout)["outputs"]:
         assert f'id="m0-hist-{output["index"]}"' in text and f'id="m0-scatter-{output["index"]}"' in text
     assert "(recorded) against" in text
+
+
+def test_compare_with_passes_shows_b_as_it_ran(tmp_path: Path) -> None:
+    """B as written does not show what --passes did to it: the page holds B's text as XLA ran it too."""
+    page = tmp_path / "r.html"
+    result = invoke("compare", INT8, INT8, "--passes", "all", "--html", page)
+    assert result.exit_code in (0, 1), result.stderr  # 1: the F32 dot of s8 values is not exact at every K
+    text = page.read_text()
+    assert "B as run: after all, made runnable on XLA&#x27;s CPU" in text
+    assert "Downcast for int support" in text and "Downcast for int support" not in INT8.read_text()
+    plain = tmp_path / "plain.html"
+    assert invoke("compare", INT8, INT8, "--html", plain).exit_code == 0  # the same module: equal
+    assert "B as run" not in plain.read_text()  # without passes, B ran as written
