@@ -101,7 +101,15 @@ def _header(module: Module) -> str:
 _NAME = attrgetter("name")
 
 
-def _operand_list(operands: list[Instruction]) -> str:
+def _arguments_text(instruction: Instruction) -> str:
+    """What stands between an instruction's `(` and `)`: its literal, its parameter number or its operands
+    (``/*index=N*/`` before every fifth)."""
+    literal = instruction.literal
+    if literal is not None:
+        return literal.text
+    if instruction.parameter_number is not None:
+        return str(instruction.parameter_number)
+    operands = instruction.operands
     if len(operands) <= 5:  # no /*index=N*/ comment yet: the common case, in one join
         return "%" + ", %".join(map(_NAME, operands)) if operands else ""
     parts = []
@@ -114,35 +122,30 @@ def _operand_list(operands: list[Instruction]) -> str:
 @dataclass
 class _ShapeTexts:
     """A print's shape texts by the shape's id, with layouts (instructions) and without (signatures):
-    its instructions keep every shape alive while it runs, and interned shapes repeat, so each is
-    spelled once without hashing its fields."""
+    interned shapes repeat, so each is spelled once without hashing its fields. `kept` holds every
+    shape spelled, so that no id is reused by another shape while the print runs."""
 
-    with_layout: dict[int, tuple[Shape, str]] = field(default_factory=dict[int, tuple[Shape, str]])
-    without_layout: dict[int, tuple[Shape, str]] = field(default_factory=dict[int, tuple[Shape, str]])
+    with_layout: dict[int, str] = field(default_factory=dict[int, str])
+    without_layout: dict[int, str] = field(default_factory=dict[int, str])
+    kept: list[Shape] = field(default_factory=list[Shape])
 
 
 def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> str:
     spelled = texts.with_layout if with_layout else texts.without_layout
-    known = spelled.get(id(shape))
-    if known is not None and known[0] is shape:
-        return known[1]
-    text = shape.to_text(with_layout)
-    spelled[id(shape)] = (shape, text)
+    text = spelled.get(id(shape))
+    if text is None:
+        text = spelled[id(shape)] = shape.to_text(with_layout)
+        texts.kept.append(shape)
     return text
 
 
 def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
     """One instruction line, without indentation."""
-    head, tail = _head_and_tail(instruction, is_root, shape_texts)
-    literal = instruction.literal
-    if literal is not None:
-        return head + literal.text + tail
-    if instruction.parameter_number is not None:
-        return head + str(instruction.parameter_number) + tail
-    return head + _operand_list(instruction.operands) + tail if instruction.operands else head + tail
+    head, tail = _head_and_tail(instruction, is_root, shape_texts or _ShapeTexts())
+    return head + _arguments_text(instruction) + tail
 
 
-def _head_and_tail(instruction: Instruction, is_root: bool, shape_texts: _ShapeTexts | None) -> tuple[str, str]:
+def _head_and_tail(instruction: Instruction, is_root: bool, texts: _ShapeTexts) -> tuple[str, str]:
     """An instruction line up to its `(`, and from the `)` of its operands (or literal) on: an async op read as
     sugar is spelled as sugar again while it can be."""
     opcode, attributes, written_order = instruction.opcode, instruction.attributes, instruction.written_order
@@ -150,10 +153,10 @@ def _head_and_tail(instruction: Instruction, is_root: bool, shape_texts: _ShapeT
         opcode, attributes, written_order = sugar
     shape = instruction.shape
     name = f"ROOT %{instruction.name}" if is_root else f"%{instruction.name}"
-    if shape is not None:
-        head = f"{name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {opcode}("
-    else:
+    if shape is None:
         head = f"{name} = {opcode}("
+    else:  # the shape's text looked up here: a call per instruction saved
+        head = f"{name} = {texts.with_layout.get(id(shape)) or _shape_text(shape, texts)} {opcode}("
     return head, _tail(opcode, attributes, written_order) if attributes else ")"
 
 
@@ -161,7 +164,7 @@ def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool) 
     """An instruction line from the `)` of its operands (or literal) on."""
     items = written.items() if written_order else [(key, written[key]) for key in xla_attribute_order(opcode, written)]
     return ")" + "".join(
-        [f", {key}={value if isinstance(value, str) else attribute_text(value)}" for key, value in items]
+        [f", {key}={value}" if type(value) is str else f", {key}={attribute_text(value)}" for key, value in items]
     )
 
 
@@ -203,7 +206,8 @@ def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bo
             yield from literal.text_pieces()
             lines = [tail]  # the rest of the literal's line, joined to the lines after it
         else:
-            lines.append("  " + print_instruction(instruction, instruction is root, texts))
+            head, tail = _head_and_tail(instruction, instruction is root, texts)
+            lines.append(f"  {head}{_arguments_text(instruction)}{tail}")
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"
