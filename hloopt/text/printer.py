@@ -120,17 +120,19 @@ def _arguments_text(instruction: Instruction) -> str:
 
 
 @dataclass
-class _ShapeTexts:
-    """A print's shape texts by the shape's id, with layouts (instructions) and without (signatures):
-    interned shapes repeat, so each is spelled once without hashing its fields. `kept` holds every
-    shape spelled, so that no id is reused by another shape while the print runs."""
+class _Texts:
+    """A print's texts of shapes (with layouts for instructions, without for signatures) and of typed
+    attribute values, by the object's id: interned shapes and the values `read_attributes` shares repeat,
+    so each is spelled once without hashing its fields. `kept` holds every object spelled, so that no id
+    is reused by another object while the print runs."""
 
     with_layout: dict[int, str] = field(default_factory=dict[int, str])
     without_layout: dict[int, str] = field(default_factory=dict[int, str])
-    kept: list[Shape] = field(default_factory=list[Shape])
+    values: dict[int, str] = field(default_factory=dict[int, str])
+    kept: list[object] = field(default_factory=list[object])
 
 
-def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> str:
+def _shape_text(shape: Shape, texts: _Texts, with_layout: bool = True) -> str:
     spelled = texts.with_layout if with_layout else texts.without_layout
     text = spelled.get(id(shape))
     if text is None:
@@ -139,36 +141,47 @@ def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> s
     return text
 
 
-def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
+def _value_text(value: AttributeValue, texts: _Texts) -> str:
+    text = texts.values[id(value)] = attribute_text(value)
+    texts.kept.append(value)
+    return text
+
+
+def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _Texts | None = None) -> str:
     """One instruction line, without indentation."""
-    head, tail = _head_and_tail(instruction, is_root, shape_texts or _ShapeTexts())
+    head, tail = _head_and_tail(instruction, "ROOT %" if is_root else "%", shape_texts or _Texts())
     return head + _arguments_text(instruction) + tail
 
 
-def _head_and_tail(instruction: Instruction, is_root: bool, texts: _ShapeTexts) -> tuple[str, str]:
-    """An instruction line up to its `(`, and from the `)` of its operands (or literal) on: an async op read as
-    sugar is spelled as sugar again while it can be."""
+def _head_and_tail(instruction: Instruction, lead: str, texts: _Texts) -> tuple[str, str]:
+    """An instruction line up to its `(`, starting with `lead` (indentation, `ROOT`, `%`), and from the `)` of
+    its operands (or literal) on: an async op read as sugar is spelled as sugar again while it can be."""
     opcode, attributes, written_order = instruction.opcode, instruction.attributes, instruction.written_order
     if opcode.startswith("async-") and (sugar := sugared(instruction)) is not None:
         opcode, attributes, written_order = sugar
     shape = instruction.shape
-    name = f"ROOT %{instruction.name}" if is_root else f"%{instruction.name}"
     if shape is None:
-        head = f"{name} = {opcode}("
+        head = f"{lead}{instruction.name} = {opcode}("
     else:  # the shape's text looked up here: a call per instruction saved
-        head = f"{name} = {texts.with_layout.get(id(shape)) or _shape_text(shape, texts)} {opcode}("
-    return head, _tail(opcode, attributes, written_order) if attributes else ")"
+        head = f"{lead}{instruction.name} = {texts.with_layout.get(id(shape)) or _shape_text(shape, texts)} {opcode}("
+    return head, _tail(opcode, attributes, written_order, texts) if attributes else ")"
 
 
-def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool) -> str:
+def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool, texts: _Texts) -> str:
     """An instruction line from the `)` of its operands (or literal) on."""
     items = written.items() if written_order else [(key, written[key]) for key in xla_attribute_order(opcode, written)]
+    values = texts.values  # a typed value's text is looked up without a call
     return ")" + "".join(
-        [f", {key}={value}" if type(value) is str else f", {key}={attribute_text(value)}" for key, value in items]
+        [
+            f", {key}={value}"
+            if type(value) is str
+            else f", {key}={values.get(id(value)) or _value_text(value, texts)}"
+            for key, value in items
+        ]
     )
 
 
-def _signature(computation: Computation, texts: _ShapeTexts) -> str:
+def _signature(computation: Computation, texts: _Texts) -> str:
     """``(p: f32[2]) -> f32[]`` without layouts; empty when a shape was omitted in the source."""
     params = computation.parameters()
     root = computation.root
@@ -188,11 +201,11 @@ def _instruction_order(computation: Computation) -> list[Instruction]:
     return computation.print_order()
 
 
-def print_computation(computation: Computation, shape_texts: _ShapeTexts | None = None) -> str:
-    return "".join(_computation_pieces(computation, shape_texts or _ShapeTexts(), stream=False))
+def print_computation(computation: Computation, shape_texts: _Texts | None = None) -> str:
+    return "".join(_computation_pieces(computation, shape_texts or _Texts(), stream=False))
 
 
-def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bool) -> Iterator[str]:
+def _computation_pieces(computation: Computation, texts: _Texts, stream: bool) -> Iterator[str]:
     """A computation's text: its lines joined, in one piece unless `stream`, when a large literal's line
     is cut around its literal, which comes in the literal's own pieces (`Literal.text_pieces`)."""
     lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation, texts)} {{"]
@@ -200,14 +213,14 @@ def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bo
     for instruction in _instruction_order(computation):
         literal = instruction.literal
         if stream and literal is not None and literal.is_large:
-            head, tail = _head_and_tail(instruction, instruction is root, texts)
-            lines.append("  " + head)
+            head, tail = _head_and_tail(instruction, "  ROOT %" if instruction is root else "  %", texts)
+            lines.append(head)
             yield "\n".join(lines)
             yield from literal.text_pieces()
             lines = [tail]  # the rest of the literal's line, joined to the lines after it
         else:
-            head, tail = _head_and_tail(instruction, instruction is root, texts)
-            lines.append(f"  {head}{_arguments_text(instruction)}{tail}")
+            head, tail = _head_and_tail(instruction, "  ROOT %" if instruction is root else "  %", texts)
+            lines.append(f"{head}{_arguments_text(instruction)}{tail}")
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"
@@ -230,7 +243,7 @@ def _module_pieces(module: Module, stream: bool) -> Iterator[str]:
     yield _header(module)
     if module.stack_frames:
         yield "\n\n" + module.stack_frames + "\n"
-    shape_texts = _ShapeTexts()
+    shape_texts = _Texts()
     for computation in module.computations:
         if not printed_as_sugar(computation):
             yield "\n\n"
