@@ -75,6 +75,8 @@ _OPERAND_NAME = re.compile(_OPERAND_NAME_TEXT)
 _OPERAND_TEXT = rf"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{{[^{{}}]*\}})?)\s*,?\s*)?{_OPERAND_NAME_TEXT}"
 #: An operand: group 1 its declared array shape, if any, group 2 its name.
 _OPERAND = re.compile(_OPERAND_TEXT)
+#: An operand list as XLA prints names: each name is what stands between its `%` and the next `, %`.
+_PRINTED_NAMES = re.compile(r"%[A-Za-z_][A-Za-z0-9_.\-]*+(?:#\d++)*+(?:, %[A-Za-z_][A-Za-z0-9_.\-]*+(?:#\d++)*+)*+")
 #: An operand list of names with array shapes (XLA's canonical text), split without Lark.
 _SIMPLE_OPERANDS = re.compile(rf"\s*(?:{_OPERAND_TEXT}\s*(?:,\s*{_OPERAND_TEXT}\s*)*)?")
 #: A head `ROOT %name = shape opcode(` with no comments in it.
@@ -492,6 +494,9 @@ class _Parse:
         #: instruction being built (`_inline_bodies`); None outside it.
         self._inline_tokens: list[Token] | None = None
         self._inline_jobs: list[_InlineBody] | None = None
+        #: The attributes of each run read so far that makes up the rest of its line, is canonical and names
+        #: nothing, by that text (`_add_attributes`): the instructions one jax operation lowers to share theirs.
+        self._runs: dict[str, dict[str, str]] = {}
         #: Characters handed to Lark by sub-parses: what a deep nesting must keep about linear in the text
         #: (`tests/text/test_deep_nesting.py` reads it).
         self.lexed = 0
@@ -765,10 +770,10 @@ class _Parse:
         if opcode == "parameter" and "," in body:
             self._check_parameter_comma(body, start)
         if "[" not in body:
-            names = _OPERAND_NAME.findall(body)
-            # XLA prints `%a, %b`: rebuilding that is cheaper than the regex that checks any spelling.
-            if (names and body == "%" + ", %".join(names)) or _NAMES.fullmatch(body):
-                return names
+            if _PRINTED_NAMES.fullmatch(body):  # XLA's `%a, %b`: split, not found name by name
+                return body[1:].split(", %")
+            if _NAMES.fullmatch(body):
+                return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1, opcode)
@@ -1037,8 +1042,17 @@ class _Parse:
     def _add_attributes(self, instruction: Instruction, text: str, position: int, base: int) -> int:
         """The ``, name=value`` run at `position` in `text` (at `base` in the whole text); return its end.
 
-        Attribute offsets are found again only for an error.
+        Attribute offsets are found again only for an error. A run that is the rest of its line and was
+        read before (`_runs`) is not matched again.
         """
+        newline = text.find("\n", position)
+        line_rest = text[position:newline] if newline >= 0 and not self.deep else None
+        if line_rest is not None and text.startswith(_NEXT_INSTRUCTION, newline):
+            known = self._runs.get(line_rest)
+            if known is not None:
+                self.locations.attribute_runs[instruction] = base + position
+                instruction.attributes.update(known)
+                return newline
         attribute_re = _splitters().attribute
         canonical = _CANONICAL_ATTRIBUTE.match
         lexed = masked(text) if self.deep else text  # what the regexes read; values come from `text`
@@ -1047,6 +1061,7 @@ class _Parse:
             return position
         self.locations.attribute_runs[instruction] = base + position
         attributes = instruction.attributes  # empty until now, and every key read goes in
+        plain = True  # every attribute canonical, none to resolve
         while match is not None:
             position = match.end()
             if lexed is not text:
@@ -1059,11 +1074,17 @@ class _Parse:
                 raise self.error(where, f"attribute {key} already exists")
             if key in _RESOLVED_LATER:
                 self._set_attribute(instruction, key, value, base + position - len(value))
+                plain = False
             else:
                 attributes[key] = value
+                plain = plain and match.re is _CANONICAL_ATTRIBUTE
             if text.startswith(_NEXT_INSTRUCTION, position):
                 break
             match = canonical(lexed, position) or attribute_re.match(lexed, position)
+        if plain and position == newline and line_rest is not None:
+            # Canonical attributes up to the end of the line, which the next line cannot continue: the same
+            # text reads the same way wherever it stands (the regex looks no further than the newline).
+            self._runs[line_rest] = dict(attributes)
         return position
 
     def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int) -> None:
