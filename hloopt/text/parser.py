@@ -128,19 +128,21 @@ def check_name(name: str, written: str, offset: int, error: Callable[[int, str],
 #: (a bare name not against its `=`: see the grammar's _INSTRUCTION_NAME),
 #: then arguments with no parentheses, strings or nested brackets, then `)`. Where it matches, the
 #: grammar's HEAD and ARGS match the same spans (they allow more); elsewhere the splitter reads the line.
+#: Every repeat is possessive: what follows each cannot continue it, so giving characters back never
+#: leads to a match, and the engine keeps no positions to give back (a seventh fewer instructions).
 _CANONICAL = re.compile(
-    r"\s*+((ROOT\s+)?(?=%|[A-Za-z_][A-Za-z0-9_.\-]*+[^=])%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
-    r"([a-z][a-z0-9]*\[[^\[\]{}()]*\](?:\{[0-9:][^{}()]*\})?)\s+([a-z][a-z0-9\-]*)\()"
-    r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*\]|\{[^{}()\[\]\"'/]*\})*+)\)"
+    r"\s*+((ROOT\s++)?(?=%|[A-Za-z_][A-Za-z0-9_.\-]*+[^=])%?([A-Za-z_][A-Za-z0-9_.\-]*+)\s*+=\s*+"
+    r"([a-z][a-z0-9]*+\[[^\[\]{}()]*+\](?:\{[0-9:][^{}()]*+\})?+)\s++([a-z][a-z0-9\-]*+)\()"
+    r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*+\]|\{[^{}()\[\]\"'/]*+\})*+)\)"
 )
 #: The common attribute: `, name=value`, the value a string, or bare text and `{...}` groups holding text,
 #: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same
 #: (a `%` starts a name, at the value's start only; after a group, `ROOT`, `ENTRY` or a `%` name starts what follows).
 _CANONICAL_ATTRIBUTE = re.compile(
-    r", ([A-Za-z_][A-Za-z0-9_.\-]*)=("
+    r", ([A-Za-z_][A-Za-z0-9_.\-]*+)=("
     r"\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\""
     r"|(?:%(?=[A-Za-z_]))?(?:[^\s,{}()\[\]\"'%]++"
-    r"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\}(?!ROOT\b|ENTRY\b|%))++"
+    r"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*+\])*+\}(?!ROOT\b|ENTRY\b|%))++"
     r")(?=[,\n]|\Z)"
 )
 #: An attribute whose value starts with a `%` that starts no name (`, to_apply=%%c`): up to that `%`.
