@@ -31,7 +31,7 @@ from hloopt.errors import HloParseError, parse_error_at
 from hloopt.ir.brackets import split_top
 from hloopt.ir.element_types import ROWS as ELEMENT_TYPE_ROWS
 from hloopt.ir.literal import Literal, LiteralError
-from hloopt.ir.module import INSTRUCTION_LIST_ATTRIBUTES, Computation, Instruction, Module
+from hloopt.ir.module import INSTRUCTION_LIST_ATTRIBUTES, AttributeValue, Computation, Instruction, Module
 from hloopt.ir.opcodes import COMPUTATION_ATTRIBUTES, COMPUTATION_LIST_ATTRIBUTES
 from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape
 from hloopt.text.assembly import Assembly, OperandItem
@@ -147,6 +147,8 @@ _CANONICAL_ATTRIBUTE = re.compile(
 )
 #: An attribute whose value starts with a `%` that starts no name (`, to_apply=%%c`): up to that `%`.
 _STRAY_PERCENT = re.compile(r"\s*,\s*[A-Za-z_][A-Za-z0-9_.\-]*=\s*(?=%(?![A-Za-z_]))")
+#: The longest rest of a line whose attribute run `_Parse._add_attributes` remembers.
+_RUN_CACHED = 4096
 #: How the next line starts in XLA's print when no attribute follows (ATTR needs a `,` or a comment
 #: first): checked before the attribute regexes, which cost more to fail.
 _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
@@ -498,7 +500,7 @@ class _Parse:
         self._inline_jobs: list[_InlineBody] | None = None
         #: The attributes of each run read so far that makes up the rest of its line, is canonical and names
         #: nothing, by that text (`_add_attributes`): the instructions one jax operation lowers to share theirs.
-        self._runs: dict[str, dict[str, str]] = {}
+        self._runs: dict[str, dict[str, AttributeValue]] = {}
         #: Characters handed to Lark by sub-parses: what a deep nesting must keep about linear in the text
         #: (`tests/text/test_deep_nesting.py` reads it).
         self.lexed = 0
@@ -773,7 +775,7 @@ class _Parse:
             self._check_parameter_comma(body, start)
         if "[" not in body:
             if _PRINTED_NAMES.fullmatch(body):  # XLA's `%a, %b`: split, not found name by name
-                return body[1:].split(", %")
+                return cast("list[OperandItem]", body[1:].split(", %"))
             if _NAMES.fullmatch(body):
                 return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
@@ -1047,7 +1049,7 @@ class _Parse:
         Attribute offsets are found again only for an error. A run that is the rest of its line and was
         read before (`_runs`) is not matched again.
         """
-        newline = text.find("\n", position)
+        newline = text.find("\n", position, position + _RUN_CACHED)  # bounded: a body may be one long line
         line_rest = text[position:newline] if newline >= 0 and not self.deep else None
         if line_rest is not None and text.startswith(_NEXT_INSTRUCTION, newline):
             known = self._runs.get(line_rest)
