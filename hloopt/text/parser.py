@@ -416,6 +416,8 @@ class _Run(str):
     source: str
     start: int
     end: int
+    #: A COMPUTATIONS run's computations, where each ends in `source` (`_computations`).
+    ends: tuple[int, ...] = ()
 
     def __new__(cls, source: str, start: int, end: int) -> _Run:
         run = super().__new__(cls, "")
@@ -433,14 +435,38 @@ class _Run(str):
 
 
 def _match_runs_uncopied(basic: BasicLexer, text: TextSlice, position: int) -> tuple[str, str] | None:
-    """Lark's `BasicLexer.match`, except that a COMPUTATIONS match comes back as a `_Run`, not a copy."""
+    """Lark's `BasicLexer.match`, except that a COMPUTATIONS match comes back as a `_Run`, not a copy.
+
+    Where COMPUTATIONS is the pattern's first alternative, the pattern's match is COMPUTATIONS' own if it has
+    one, and that is the repeated part matched again and again (no iteration gives back what it matched: what
+    follows the repetition always matches): `_computations` reads it so, once, keeping where each ends.
+    """
     for pattern in basic.scanner._mres:
+        if pattern.pattern.startswith("(?P<COMPUTATIONS>") and text.end == len(text.text):
+            run = _computations(text.text, position)
+            if run is not None:
+                return run, "COMPUTATIONS"
         match = pattern.match(text.text, position, text.end)
         if match is not None:
-            if match.lastgroup == "COMPUTATIONS":
-                return _Run(text.text, match.start(), match.end()), "COMPUTATIONS"
+            if match.lastgroup == "COMPUTATIONS":  # (not the first alternative: matched twice)
+                run = _computations(text.text, position)
+                assert run is not None and run.end == match.end()
+                return run, "COMPUTATIONS"
             return match.group(0), str(match.lastgroup)
     return None
+
+
+def _computations(text: str, position: int) -> _Run | None:
+    """The COMPUTATIONS run at `position` in `text`, with where each of its computations ends; None if none starts there."""
+    one = _splitters().computation.match
+    ends: list[int] = []
+    while (match := one(text, ends[-1] if ends else position)) is not None:
+        ends.append(match.end())
+    if not ends:
+        return None
+    run = _Run(text, position, ends[-1])
+    run.ends = tuple(ends)
+    return run
 
 
 @lru_cache(maxsize=1)
@@ -1218,20 +1244,19 @@ class _Parse:
         Each one is the repeated part's match in the whole text where the lexer's repetition matched
         it (a sub-parse never reads computations): the same match, lookaheads past the token included.
         """
-        one, text = _splitters().computation.match, self.text
+        text = self.text
         position = self.position(token)
-        end = position + int(token.end_pos or 0) - int(token.start_pos or 0)  # a `_Run` token is empty
+        run = token.value
+        assert isinstance(run, _Run) and run.start == position  # `_match_runs_uncopied`
         closed: list[Computation] = []
-        while True:
-            match = one(text, position)
-            assert match is not None  # the token is a run of such matches
-            # The one copy of a computation's text that the parser holds (Lark's lexer made none: `_Run`).
-            parts = self._whole_computation(text[position : match.end()], position, is_entry)
-            if match.end() == end:
-                return closed, parts
-            computation, name_at, declared, instructions = parts
+        # Each slice is the one copy of a computation's text that the parser holds (Lark's lexer made none: `_Run`).
+        for stop in run.ends[:-1]:
+            computation, name_at, declared, instructions = self._whole_computation(
+                text[position:stop], position, is_entry
+            )
             closed.append(self.assembly.close_computation(computation, name_at, instructions, declared))
-            position, is_entry = match.end(), False
+            position, is_entry = stop, False
+        return closed, self._whole_computation(text[position : run.ends[-1]], position, is_entry)
 
     def _whole_computation(self, text: str, at: int, is_entry: bool) -> _OpenComputation:
         """One computation of a run, `text`, at `at` in the whole text, read as the lexer would have read its name,
