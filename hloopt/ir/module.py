@@ -276,7 +276,8 @@ class Computation:
         instruction.parent = self
         self._listed.append(instruction)
         self.edits += 1
-        self.note_control_edges(instruction)
+        if self._control_edges is False:  # `note_control_edges`, without a call per instruction
+            self.note_control_edges(instruction)
         return instruction
 
     def has_control_edges(self) -> bool:

@@ -221,7 +221,8 @@ class Assembly:
         if written in scope.defined:
             message = f"instruction {written} already exists in computation {computation.name}"
             raise self._fail(message, instruction, computation)
-        instruction.name = written if written not in scope.taken else scope.fresh(written)
+        if written in scope.taken:  # a compact operand's get-tuple-element has the name
+            instruction.name = scope.fresh(written)
         scope.defined[written] = instruction
         scope.taken.add(instruction.name)
         computation.append(instruction)

@@ -31,7 +31,7 @@ from hloopt.errors import HloParseError, parse_error_at
 from hloopt.ir.brackets import split_top
 from hloopt.ir.element_types import ROWS as ELEMENT_TYPE_ROWS
 from hloopt.ir.literal import Literal, LiteralError
-from hloopt.ir.module import INSTRUCTION_LIST_ATTRIBUTES, Computation, Instruction, Module
+from hloopt.ir.module import INSTRUCTION_LIST_ATTRIBUTES, AttributeValue, Computation, Instruction, Module
 from hloopt.ir.opcodes import COMPUTATION_ATTRIBUTES, COMPUTATION_LIST_ATTRIBUTES
 from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape
 from hloopt.text.assembly import Assembly, OperandItem
@@ -75,6 +75,8 @@ _OPERAND_NAME = re.compile(_OPERAND_NAME_TEXT)
 _OPERAND_TEXT = rf"(?:([a-z][a-z0-9]*\s*\[[^\]\[]*\](?:\s*\{{[^{{}}]*\}})?)\s*,?\s*)?{_OPERAND_NAME_TEXT}"
 #: An operand: group 1 its declared array shape, if any, group 2 its name.
 _OPERAND = re.compile(_OPERAND_TEXT)
+#: An operand list as XLA prints names: each name is what stands between its `%` and the next `, %`.
+_PRINTED_NAMES = re.compile(r"%[A-Za-z_][A-Za-z0-9_.\-]*+(?:#\d++)*+(?:, %[A-Za-z_][A-Za-z0-9_.\-]*+(?:#\d++)*+)*+")
 #: An operand list of names with array shapes (XLA's canonical text), split without Lark.
 _SIMPLE_OPERANDS = re.compile(rf"\s*(?:{_OPERAND_TEXT}\s*(?:,\s*{_OPERAND_TEXT}\s*)*)?")
 #: A head `ROOT %name = shape opcode(` with no comments in it.
@@ -126,23 +128,27 @@ def check_name(name: str, written: str, offset: int, error: Callable[[int, str],
 #: (a bare name not against its `=`: see the grammar's _INSTRUCTION_NAME),
 #: then arguments with no parentheses, strings or nested brackets, then `)`. Where it matches, the
 #: grammar's HEAD and ARGS match the same spans (they allow more); elsewhere the splitter reads the line.
+#: Every repeat is possessive: what follows each cannot continue it, so giving characters back never
+#: leads to a match, and the engine keeps no positions to give back (a seventh fewer instructions).
 _CANONICAL = re.compile(
-    r"\s*+((ROOT\s+)?(?=%|[A-Za-z_][A-Za-z0-9_.\-]*+[^=])%?([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
-    r"([a-z][a-z0-9]*\[[^\[\]{}()]*\](?:\{[0-9:][^{}()]*\})?)\s+([a-z][a-z0-9\-]*)\()"
-    r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*\]|\{[^{}()\[\]\"'/]*\})*+)\)"
+    r"\s*+((ROOT\s++)?(?=%|[A-Za-z_][A-Za-z0-9_.\-]*+[^=])%?([A-Za-z_][A-Za-z0-9_.\-]*+)\s*+=\s*+"
+    r"([a-z][a-z0-9]*+\[[^\[\]{}()]*+\](?:\{[0-9:][^{}()]*+\})?+)\s++([a-z][a-z0-9\-]*+)\()"
+    r"((?:[^()\"'{}\[\]/]++|\[[^\[\](){}\"'/]*+\]|\{[^{}()\[\]\"'/]*+\})*+)\)"
 )
 #: The common attribute: `, name=value`, the value a string, or bare text and `{...}` groups holding text,
 #: strings and `[...]`, then a comma or the end of the line. Where it matches, ATTR matches the same
 #: (a `%` starts a name, at the value's start only; after a group, `ROOT`, `ENTRY` or a `%` name starts what follows).
 _CANONICAL_ATTRIBUTE = re.compile(
-    r", ([A-Za-z_][A-Za-z0-9_.\-]*)=("
+    r", ([A-Za-z_][A-Za-z0-9_.\-]*+)=("
     r"\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\""
     r"|(?:%(?=[A-Za-z_]))?(?:[^\s,{}()\[\]\"'%]++"
-    r"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*\])*+\}(?!ROOT\b|ENTRY\b|%))++"
+    r"|\{(?:[^{}()\[\]\"']++|\"[^\"\\]*+(?:\\.[^\"\\]*+)*+\"|\[[^\[\]{}()\"']*+\])*+\}(?!ROOT\b|ENTRY\b|%))++"
     r")(?=[,\n]|\Z)"
 )
 #: An attribute whose value starts with a `%` that starts no name (`, to_apply=%%c`): up to that `%`.
 _STRAY_PERCENT = re.compile(r"\s*,\s*[A-Za-z_][A-Za-z0-9_.\-]*=\s*(?=%(?![A-Za-z_]))")
+#: The longest rest of a line whose attribute run `_Parse._add_attributes` remembers.
+_RUN_CACHED = 4096
 #: How the next line starts in XLA's print when no attribute follows (ATTR needs a `,` or a comment
 #: first): checked before the attribute regexes, which cost more to fail.
 _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
@@ -410,6 +416,8 @@ class _Run(str):
     source: str
     start: int
     end: int
+    #: A COMPUTATIONS run's computations, where each ends in `source` (`_computations`).
+    ends: tuple[int, ...] = ()
 
     def __new__(cls, source: str, start: int, end: int) -> _Run:
         run = super().__new__(cls, "")
@@ -427,14 +435,38 @@ class _Run(str):
 
 
 def _match_runs_uncopied(basic: BasicLexer, text: TextSlice, position: int) -> tuple[str, str] | None:
-    """Lark's `BasicLexer.match`, except that a COMPUTATIONS match comes back as a `_Run`, not a copy."""
+    """Lark's `BasicLexer.match`, except that a COMPUTATIONS match comes back as a `_Run`, not a copy.
+
+    Where COMPUTATIONS is the pattern's first alternative, the pattern's match is COMPUTATIONS' own if it has
+    one, and that is the repeated part matched again and again (no iteration gives back what it matched: what
+    follows the repetition always matches): `_computations` reads it so, once, keeping where each ends.
+    """
     for pattern in basic.scanner._mres:
+        if pattern.pattern.startswith("(?P<COMPUTATIONS>") and text.end == len(text.text):
+            run = _computations(text.text, position)
+            if run is not None:
+                return run, "COMPUTATIONS"
         match = pattern.match(text.text, position, text.end)
         if match is not None:
-            if match.lastgroup == "COMPUTATIONS":
-                return _Run(text.text, match.start(), match.end()), "COMPUTATIONS"
+            if match.lastgroup == "COMPUTATIONS":  # (not the first alternative: matched twice)
+                run = _computations(text.text, position)
+                assert run is not None and run.end == match.end()
+                return run, "COMPUTATIONS"
             return match.group(0), str(match.lastgroup)
     return None
+
+
+def _computations(text: str, position: int) -> _Run | None:
+    """The COMPUTATIONS run at `position` in `text`, with where each of its computations ends; None if none starts there."""
+    one = _splitters().computation.match
+    ends: list[int] = []
+    while (match := one(text, ends[-1] if ends else position)) is not None:
+        ends.append(match.end())
+    if not ends:
+        return None
+    run = _Run(text, position, ends[-1])
+    run.ends = tuple(ends)
+    return run
 
 
 @lru_cache(maxsize=1)
@@ -492,6 +524,9 @@ class _Parse:
         #: instruction being built (`_inline_bodies`); None outside it.
         self._inline_tokens: list[Token] | None = None
         self._inline_jobs: list[_InlineBody] | None = None
+        #: The attributes of each run read so far that makes up the rest of its line, is canonical and names
+        #: nothing, by that text (`_add_attributes`): the instructions one jax operation lowers to share theirs.
+        self._runs: dict[str, dict[str, AttributeValue]] = {}
         #: Characters handed to Lark by sub-parses: what a deep nesting must keep about linear in the text
         #: (`tests/text/test_deep_nesting.py` reads it).
         self.lexed = 0
@@ -765,10 +800,10 @@ class _Parse:
         if opcode == "parameter" and "," in body:
             self._check_parameter_comma(body, start)
         if "[" not in body:
-            names = _OPERAND_NAME.findall(body)
-            # XLA prints `%a, %b`: rebuilding that is cheaper than the regex that checks any spelling.
-            if (names and body == "%" + ", %".join(names)) or _NAMES.fullmatch(body):
-                return names
+            if _PRINTED_NAMES.fullmatch(body):  # XLA's `%a, %b`: split, not found name by name
+                return cast("list[OperandItem]", body[1:].split(", %"))
+            if _NAMES.fullmatch(body):
+                return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1, opcode)
@@ -1037,8 +1072,17 @@ class _Parse:
     def _add_attributes(self, instruction: Instruction, text: str, position: int, base: int) -> int:
         """The ``, name=value`` run at `position` in `text` (at `base` in the whole text); return its end.
 
-        Attribute offsets are found again only for an error.
+        Attribute offsets are found again only for an error. A run that is the rest of its line and was
+        read before (`_runs`) is not matched again.
         """
+        newline = text.find("\n", position, position + _RUN_CACHED)  # bounded: a body may be one long line
+        line_rest = text[position:newline] if newline >= 0 and not self.deep else None
+        if line_rest is not None and text.startswith(_NEXT_INSTRUCTION, newline):
+            known = self._runs.get(line_rest)
+            if known is not None:
+                self.locations.attribute_runs[instruction] = base + position
+                instruction.attributes.update(known)
+                return newline
         attribute_re = _splitters().attribute
         canonical = _CANONICAL_ATTRIBUTE.match
         lexed = masked(text) if self.deep else text  # what the regexes read; values come from `text`
@@ -1047,6 +1091,7 @@ class _Parse:
             return position
         self.locations.attribute_runs[instruction] = base + position
         attributes = instruction.attributes  # empty until now, and every key read goes in
+        plain = True  # every attribute canonical, none to resolve
         while match is not None:
             position = match.end()
             if lexed is not text:
@@ -1059,11 +1104,17 @@ class _Parse:
                 raise self.error(where, f"attribute {key} already exists")
             if key in _RESOLVED_LATER:
                 self._set_attribute(instruction, key, value, base + position - len(value))
+                plain = False
             else:
                 attributes[key] = value
+                plain = plain and match.re is _CANONICAL_ATTRIBUTE
             if text.startswith(_NEXT_INSTRUCTION, position):
                 break
             match = canonical(lexed, position) or attribute_re.match(lexed, position)
+        if plain and position == newline and line_rest is not None:
+            # Canonical attributes up to the end of the line, which the next line cannot continue: the same
+            # text reads the same way wherever it stands (the regex looks no further than the newline).
+            self._runs[line_rest] = dict(attributes)
         return position
 
     def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int) -> None:
@@ -1193,20 +1244,19 @@ class _Parse:
         Each one is the repeated part's match in the whole text where the lexer's repetition matched
         it (a sub-parse never reads computations): the same match, lookaheads past the token included.
         """
-        one, text = _splitters().computation.match, self.text
+        text = self.text
         position = self.position(token)
-        end = position + int(token.end_pos or 0) - int(token.start_pos or 0)  # a `_Run` token is empty
+        run = token.value
+        assert isinstance(run, _Run) and run.start == position  # `_match_runs_uncopied`
         closed: list[Computation] = []
-        while True:
-            match = one(text, position)
-            assert match is not None  # the token is a run of such matches
-            # The one copy of a computation's text that the parser holds (Lark's lexer made none: `_Run`).
-            parts = self._whole_computation(text[position : match.end()], position, is_entry)
-            if match.end() == end:
-                return closed, parts
-            computation, name_at, declared, instructions = parts
+        # Each slice is the one copy of a computation's text that the parser holds (Lark's lexer made none: `_Run`).
+        for stop in run.ends[:-1]:
+            computation, name_at, declared, instructions = self._whole_computation(
+                text[position:stop], position, is_entry
+            )
             closed.append(self.assembly.close_computation(computation, name_at, instructions, declared))
-            position, is_entry = match.end(), False
+            position, is_entry = stop, False
+        return closed, self._whole_computation(text[position : run.ends[-1]], position, is_entry)
 
     def _whole_computation(self, text: str, at: int, is_entry: bool) -> _OpenComputation:
         """One computation of a run, `text`, at `at` in the whole text, read as the lexer would have read its name,

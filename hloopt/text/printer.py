@@ -101,7 +101,15 @@ def _header(module: Module) -> str:
 _NAME = attrgetter("name")
 
 
-def _operand_list(operands: list[Instruction]) -> str:
+def _arguments_text(instruction: Instruction) -> str:
+    """What stands between an instruction's `(` and `)`: its literal, its parameter number or its operands
+    (``/*index=N*/`` before every fifth)."""
+    literal = instruction.literal
+    if literal is not None:
+        return literal.text
+    if instruction.parameter_number is not None:
+        return str(instruction.parameter_number)
+    operands = instruction.operands
     if len(operands) <= 5:  # no /*index=N*/ comment yet: the common case, in one join
         return "%" + ", %".join(map(_NAME, operands)) if operands else ""
     parts = []
@@ -112,60 +120,68 @@ def _operand_list(operands: list[Instruction]) -> str:
 
 
 @dataclass
-class _ShapeTexts:
-    """A print's shape texts by the shape's id, with layouts (instructions) and without (signatures):
-    its instructions keep every shape alive while it runs, and interned shapes repeat, so each is
-    spelled once without hashing its fields."""
+class _Texts:
+    """A print's texts of shapes (with layouts for instructions, without for signatures) and of typed
+    attribute values, by the object's id: interned shapes and the values `read_attributes` shares repeat,
+    so each is spelled once without hashing its fields. `kept` holds every object spelled, so that no id
+    is reused by another object while the print runs."""
 
-    with_layout: dict[int, tuple[Shape, str]] = field(default_factory=dict[int, tuple[Shape, str]])
-    without_layout: dict[int, tuple[Shape, str]] = field(default_factory=dict[int, tuple[Shape, str]])
+    with_layout: dict[int, str] = field(default_factory=dict[int, str])
+    without_layout: dict[int, str] = field(default_factory=dict[int, str])
+    values: dict[int, str] = field(default_factory=dict[int, str])
+    kept: list[object] = field(default_factory=list[object])
 
 
-def _shape_text(shape: Shape, texts: _ShapeTexts, with_layout: bool = True) -> str:
+def _shape_text(shape: Shape, texts: _Texts, with_layout: bool = True) -> str:
     spelled = texts.with_layout if with_layout else texts.without_layout
-    known = spelled.get(id(shape))
-    if known is not None and known[0] is shape:
-        return known[1]
-    text = shape.to_text(with_layout)
-    spelled[id(shape)] = (shape, text)
+    text = spelled.get(id(shape))
+    if text is None:
+        text = spelled[id(shape)] = shape.to_text(with_layout)
+        texts.kept.append(shape)
     return text
 
 
-def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _ShapeTexts | None = None) -> str:
+def _value_text(value: AttributeValue, texts: _Texts) -> str:
+    text = texts.values[id(value)] = attribute_text(value)
+    texts.kept.append(value)
+    return text
+
+
+def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _Texts | None = None) -> str:
     """One instruction line, without indentation."""
-    head, tail = _head_and_tail(instruction, is_root, shape_texts)
-    literal = instruction.literal
-    if literal is not None:
-        return head + literal.text + tail
-    if instruction.parameter_number is not None:
-        return head + str(instruction.parameter_number) + tail
-    return head + _operand_list(instruction.operands) + tail if instruction.operands else head + tail
+    head, tail = _head_and_tail(instruction, "ROOT %" if is_root else "%", shape_texts or _Texts())
+    return head + _arguments_text(instruction) + tail
 
 
-def _head_and_tail(instruction: Instruction, is_root: bool, shape_texts: _ShapeTexts | None) -> tuple[str, str]:
-    """An instruction line up to its `(`, and from the `)` of its operands (or literal) on: an async op read as
-    sugar is spelled as sugar again while it can be."""
+def _head_and_tail(instruction: Instruction, lead: str, texts: _Texts) -> tuple[str, str]:
+    """An instruction line up to its `(`, starting with `lead` (indentation, `ROOT`, `%`), and from the `)` of
+    its operands (or literal) on: an async op read as sugar is spelled as sugar again while it can be."""
     opcode, attributes, written_order = instruction.opcode, instruction.attributes, instruction.written_order
     if opcode.startswith("async-") and (sugar := sugared(instruction)) is not None:
         opcode, attributes, written_order = sugar
     shape = instruction.shape
-    name = f"ROOT %{instruction.name}" if is_root else f"%{instruction.name}"
-    if shape is not None:
-        head = f"{name} = {_shape_text(shape, shape_texts or _ShapeTexts())} {opcode}("
-    else:
-        head = f"{name} = {opcode}("
-    return head, _tail(opcode, attributes, written_order) if attributes else ")"
+    if shape is None:
+        head = f"{lead}{instruction.name} = {opcode}("
+    else:  # the shape's text looked up here: a call per instruction saved
+        head = f"{lead}{instruction.name} = {texts.with_layout.get(id(shape)) or _shape_text(shape, texts)} {opcode}("
+    return head, _tail(opcode, attributes, written_order, texts) if attributes else ")"
 
 
-def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool) -> str:
+def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool, texts: _Texts) -> str:
     """An instruction line from the `)` of its operands (or literal) on."""
     items = written.items() if written_order else [(key, written[key]) for key in xla_attribute_order(opcode, written)]
+    values = texts.values  # a typed value's text is looked up without a call
     return ")" + "".join(
-        [f", {key}={value if isinstance(value, str) else attribute_text(value)}" for key, value in items]
+        [
+            f", {key}={value}"
+            if type(value) is str
+            else f", {key}={values.get(id(value)) or _value_text(value, texts)}"
+            for key, value in items
+        ]
     )
 
 
-def _signature(computation: Computation, texts: _ShapeTexts) -> str:
+def _signature(computation: Computation, texts: _Texts) -> str:
     """``(p: f32[2]) -> f32[]`` without layouts; empty when a shape was omitted in the source."""
     params = computation.parameters()
     root = computation.root
@@ -185,11 +201,11 @@ def _instruction_order(computation: Computation) -> list[Instruction]:
     return computation.print_order()
 
 
-def print_computation(computation: Computation, shape_texts: _ShapeTexts | None = None) -> str:
-    return "".join(_computation_pieces(computation, shape_texts or _ShapeTexts(), stream=False))
+def print_computation(computation: Computation, shape_texts: _Texts | None = None) -> str:
+    return "".join(_computation_pieces(computation, shape_texts or _Texts(), stream=False))
 
 
-def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bool) -> Iterator[str]:
+def _computation_pieces(computation: Computation, texts: _Texts, stream: bool) -> Iterator[str]:
     """A computation's text: its lines joined, in one piece unless `stream`, when a large literal's line
     is cut around its literal, which comes in the literal's own pieces (`Literal.text_pieces`)."""
     lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation, texts)} {{"]
@@ -197,13 +213,14 @@ def _computation_pieces(computation: Computation, texts: _ShapeTexts, stream: bo
     for instruction in _instruction_order(computation):
         literal = instruction.literal
         if stream and literal is not None and literal.is_large:
-            head, tail = _head_and_tail(instruction, instruction is root, texts)
-            lines.append("  " + head)
+            head, tail = _head_and_tail(instruction, "  ROOT %" if instruction is root else "  %", texts)
+            lines.append(head)
             yield "\n".join(lines)
             yield from literal.text_pieces()
             lines = [tail]  # the rest of the literal's line, joined to the lines after it
         else:
-            lines.append("  " + print_instruction(instruction, instruction is root, texts))
+            head, tail = _head_and_tail(instruction, "  ROOT %" if instruction is root else "  %", texts)
+            lines.append(f"{head}{_arguments_text(instruction)}{tail}")
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"
@@ -226,7 +243,7 @@ def _module_pieces(module: Module, stream: bool) -> Iterator[str]:
     yield _header(module)
     if module.stack_frames:
         yield "\n\n" + module.stack_frames + "\n"
-    shape_texts = _ShapeTexts()
+    shape_texts = _Texts()
     for computation in module.computations:
         if not printed_as_sugar(computation):
             yield "\n\n"

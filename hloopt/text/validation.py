@@ -107,10 +107,32 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
                     raise _fail(instruction, f"Duplicate parameter number {number}")
                 numbers[number] = instruction
             shape = instruction.shape
-            if shape is not None and id(shape) not in checked_shapes:
+            if shape is None:  # XLA's parser asks right after the opcode, before any attribute
+                _check_inferable(instruction.opcode, instruction)
+            elif id(shape) not in checked_shapes:
                 _check_shape(instruction, shape)
                 checked_shapes.add(id(shape))  # shapes are interned: check each once
-            _check_instruction(instruction, parse_shape, checked_maps)
+            # The instruction's own checks, here rather than in a call per instruction.
+            attributes = instruction.attributes
+            plan = _plan(instruction.opcode, tuple(attributes))
+            for check in plan.first:
+                check(instruction)
+            if shape is None:
+                _check_inferred(instruction)
+            if plan.custom_call:
+                _check_custom_call(instruction, parse_shape)
+            for check in plan.then:
+                check(instruction)
+            for key in plan.maps:  # each map text once a module: one jax operation's instructions share it
+                text = str(attributes[key])
+                if (key, text) not in checked_maps:
+                    try:
+                        _MAP_CHECKS[key](text, key)
+                    except InvalidHlo as issue:
+                        raise _fail(instruction, issue.message, key) from None
+                    checked_maps.add((key, text))
+            if instruction.literal is not None:
+                _check_literal(instruction)
         _check_parameter_numbers(numbers)
 
 
@@ -204,33 +226,6 @@ def _check_arity(instruction: Instruction, arity: int) -> None:
     """An opcode with a fixed operand count gets that many, as XLA's parser requires."""
     if len(instruction.operands) != arity:
         raise _fail(instruction, f"expects {arity} operands, but has {len(instruction.operands)} operands")
-
-
-def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, checked_maps: set[tuple[str, str]]) -> None:
-    """`checked_maps`: the (key, value) map attributes already found well formed in this module (the
-    instructions one jax operation lowers to share its metadata word for word)."""
-    attributes = instruction.attributes
-    if instruction.shape is None:  # XLA's parser asks right after the opcode, before any attribute
-        _check_inferable(instruction.opcode, instruction)
-    plan = _plan(instruction.opcode, tuple(attributes))
-    for check in plan.first:
-        check(instruction)
-    if instruction.shape is None:
-        _check_inferred(instruction)
-    if plan.custom_call:
-        _check_custom_call(instruction, parse_shape)
-    for check in plan.then:
-        check(instruction)
-    for key in plan.maps:
-        text = str(attributes[key])
-        if (key, text) not in checked_maps:
-            try:
-                _MAP_CHECKS[key](text, key)
-            except InvalidHlo as issue:
-                raise _fail(instruction, issue.message, key) from None
-            checked_maps.add((key, text))
-    if instruction.literal is not None:
-        _check_literal(instruction)
 
 
 #: The opcodes whose shape XLA's parser does not infer when the text leaves it out (``CanInferShape``, as

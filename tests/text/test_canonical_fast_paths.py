@@ -197,3 +197,41 @@ def test_an_error_in_a_run_is_located_in_the_whole_text() -> None:
     )
     with pytest.raises(hloopt.HloParseError, match=r"^<string>:22:3: instruction x already exists in computation d"):
         hloopt.parse(text)
+
+
+# One attribute run three times: at a line's end (remembered), before a line that continues the run, and
+# on a line that holds a second instruction after it (the rest of the line is then not the run).
+_REPEATED_RUNS = """HloModule m
+
+ENTRY %e (p: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %a = f32[] negate(%p), metadata={op_name="neg" stack_frame_id=1}
+  %b = f32[] negate(%a), metadata={op_name="neg" stack_frame_id=1}
+    , sharding={replicated}
+  %c = f32[] negate(%b), metadata={op_name="neg" stack_frame_id=1}  %d = f32[] negate(%c), metadata={op_name="neg" stack_frame_id=1}
+  ROOT %r = f32[] negate(%d), metadata={op_name="neg" stack_frame_id=1}
+}
+"""
+
+
+def test_a_remembered_attribute_run_reads_as_the_regexes_read_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attribute run read once is not matched again where it is the rest of its line and the next line
+    starts an instruction; elsewhere the regexes read it. Either way the attributes are the same."""
+    parses: list[parser._Parse] = []
+    init = parser._Parse.__init__
+
+    def kept(self: parser._Parse, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        parses.append(self)
+
+    monkeypatch.setattr(parser._Parse, "__init__", kept)
+    module = hloopt.parse(_REPEATED_RUNS)
+    run = ', metadata={op_name="neg" stack_frame_id=1}'
+    assert parses[0]._runs == {run: {"metadata": run[len(", metadata=") :]}}  # neither b's nor c's line
+    monkeypatch.setattr(parser, "_RUN_CACHED", 0)  # nothing remembered: every run matched
+    matched = hloopt.parse(_REPEATED_RUNS)
+    assert parses[1]._runs == {}
+    read = [(i.name, dict(i.attributes)) for i in module.entry.instructions]
+    assert read == [(i.name, dict(i.attributes)) for i in matched.entry.instructions]
+    assert [len(attributes) for _, attributes in read] == [0, 1, 2, 1, 1, 1]
+    assert module.to_text() == matched.to_text()
