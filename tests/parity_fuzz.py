@@ -59,6 +59,8 @@ _ODD = (
 )
 #: Where and what XLA's parser says first: ``was parsing 3:42: error: unknown attribute …``.
 _XLA_SAID = re.compile(r"was parsing (\d+:\d+): error: ([^\n]*)")
+#: XLA's words when an allocation failed (a literal of gigabytes under the worker's cap), not a refusal of the text.
+_OUT_OF_MEMORY = re.compile(r"RESOURCE_EXHAUSTED: Failed to allocate|std::bad_alloc")
 _NUMBERS = ("0x7f", "-1", "-0", "99999999999999999999", "2147483648", "1e400", "+1", "01", "1.5", "0b1")
 
 
@@ -220,6 +222,9 @@ def xla_verdicts(texts: Sequence[str]) -> list[str | None]:
         except MemoryError:  # past WORKER_BYTES: no verdict, as a crash gives none
             verdicts.append(f"{XLA_CRASH}: out of memory")
         except HloError as err:
+            if _OUT_OF_MEMORY.search(str(err)):  # an allocation past WORKER_BYTES, said as a status: no verdict
+                verdicts.append(f"{XLA_CRASH}: out of memory")
+                continue
             said = _XLA_SAID.search(str(err))
             verdicts.append(f"{said.group(1)}: {said.group(2)}" if said else str(err).splitlines()[0] or "refused")
     return verdicts

@@ -410,6 +410,15 @@ def _check_one_scalar(body: str) -> None:
         raise LiteralError("expects ')' after constant literal", len(body) - len(body[first.end() :].lstrip()))
 
 
+def _check_one_group(text: str, start: int, end: int) -> None:
+    """XLA reads one top-level item of an array literal, a comma or a braced group, then expects the `)`
+    (``constant(,{1, 2})``, ``constant({1, 2},)``); the literal `text[start:end]` is stripped."""
+    after = start + 1 if text[start] == "," else text.rfind("}", start, end) + 1
+    following = _NOT_BLANK.search(text, after, end)
+    if following is not None:
+        raise LiteralError("expects ')' after constant literal", following.start() - start)
+
+
 def _check_array(text: str, shape: ArrayShape, start: int = 0, end: int | None = None) -> None:
     """The literal `text[start:end]` (all of `text` by default) against `shape`. A view of a long literal
     in its module's text is read in pieces; only the careful paths (odd spellings) copy it out whole."""
@@ -428,6 +437,8 @@ def _check_array(text: str, shape: ArrayShape, start: int = 0, end: int | None =
     if kind in (Kind.FLOAT, Kind.COMPLEX) and (scan is None or scan.integer_digits >= _LONG_DIGITS):
         _check_long_integers(text, kind, start, end)
     braces = text.find("{", start, end) >= 0
+    if end > start and (text[start] == "," or (text[start] == "{" and text[end - 1] != "}")):
+        _check_one_group(text, start, end)
     if not shape.dims and not text.startswith("{", start, end):
         _check_one_scalar(body())
     if shape.element_type in COMPLEX_TYPES:

@@ -114,12 +114,13 @@ class Assembly:
     def close_computation(
         self, computation: Computation, name_at: int, instructions: list[Instruction], declared_result: Piece | None
     ) -> Computation:
-        """Place the instructions; `declared_result` is the result shape the signature writes, checked against the root."""
+        """Place the instructions; `declared_result` is the result shape the signature writes, checked against the root
+        (and read even when the root's shape is left to inference: XLA reads it first)."""
         self._finish(computation, instructions, name_at)
         root = computation.root
-        if declared_result is not None and root is not None and root.shape is not None:
+        if declared_result is not None:
             declared = self._shapes.read(declared_result, declared_result.start_pos)
-            if not compatible(declared, root.shape):
+            if root is not None and root.shape is not None and not compatible(declared, root.shape):
                 raise self._locations.error(
                     declared_result.start_pos,
                     f"Shape of computation {computation.name}, {declared.to_text(False)}, is not compatible "

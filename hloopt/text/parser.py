@@ -284,7 +284,13 @@ class _Builder(Transformer[Token, Module]):
         return child
 
     def tuple_shape(self, children: list[Shape | None]) -> TupleShape:
-        return TupleShape(tuple(c for c in children if c is not None))
+        elements = tuple(c for c in children if c is not None)
+        for element in elements:  # XLA validates the layouts of a tuple's arrays (not of a lone array's)
+            order = element.layout.minor_to_major if isinstance(element, ArrayShape) and element.layout else ()
+            if order and sorted(order) != list(range(len(order))):
+                message = f"layout of tuple element {element.to_text()} is not a permutation of its dimensions"
+                raise self._parse.error(self._parse.fragment_start(), message)
+        return TupleShape(elements)
 
     def buffer_shape(self, children: list[Shape]) -> BufferShape:
         inner = children[0]
@@ -1051,8 +1057,12 @@ class _Parse:
             position = match.end()
             if lexed is not text:
                 key, value = attribute(text[match.start() : position])
+            elif match.re is _CANONICAL_ATTRIBUTE:
+                key, value = match.group(1, 2)
             else:
-                key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
+                key, value = attribute(match.group())
+                if value[:1] == '"' or (key == "backend_config" and value[:1] == "{" and value[-1] != "}"):
+                    self._check_value_end(value, base + position - len(value))
             key = intern(key)
             if key in attributes:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
@@ -1065,6 +1075,16 @@ class _Parse:
                 break
             match = canonical(lexed, position) or attribute_re.match(lexed, position)
         return position
+
+    def _check_value_end(self, value: str, value_pos: int) -> None:
+        """A string value, or a JSON `backend_config`, is one token to XLA's lexer: what the grammar read on
+        after it (`"x"6`, `{…}.`) starts the next instruction, which needs a name."""
+        string = _STRING_VALUE.match(value)
+        end = _past_braces(value, 1) if string is None else string.end()
+        gap = _BLANKS_AND_COMMENTS.match(value, end)
+        junk = len(value) if gap is None else gap.end()
+        if junk < len(value) and value[junk] != "}":
+            raise self.error(value_pos + junk, "expects name")
 
     def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int) -> None:
         """Record one attribute of `_RESOLVED_LATER`: names of callees and control predecessors."""
@@ -1246,6 +1266,10 @@ _LEXED = re.compile(
     r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
     r"|(backend_config=\{)|([^\x20-\x7e\t\n\r])|(frontend_attributes=\{)"
 )
+#: Blanks and block comments, where XLA's lexer looks for the next token.
+_BLANKS_AND_COMMENTS = re.compile(r"(?:[ \t\r\n]|/\*.*?\*/)*", re.S)
+#: A string value as XLA's lexer reads it.
+_STRING_VALUE = re.compile(r'"(?:[^"\\]|\\.)*+"')
 #: Inside a JSON value: a string, or a brace (group 1).
 _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 #: Inside `frontend_attributes={…}`: a string value, a braced value (group 1, read raw as XLA reads it),

@@ -303,6 +303,10 @@ def _check_inferred(instruction: Instruction) -> None:
     opcode = instruction.opcode
     if opcode == "transpose" and len(instruction.operands) == 1:
         _check_inferred_transpose(instruction)
+    if opcode == "call":
+        _check_inferred_call(instruction)
+    if opcode == "while":
+        _check_inferred_while(instruction)
     if opcode not in _BINARY or len(instruction.operands) != 2:
         return
     lhs, rhs = (operand.shape for operand in instruction.operands)
@@ -325,6 +329,73 @@ def _check_inferred(instruction: Instruction) -> None:
         raise _fail(instruction, f"{failed}Binary op {opcode} with different element types: {a} and {b}.")
     if len(lhs.dims) != len(rhs.dims) or any(x != y and UNBOUNDED not in (x, y) for x, y in zip(lhs.dims, rhs.dims)):
         raise _fail(instruction, f"{failed}Binary op with incompatible shapes: {a} and {b}.")
+
+
+def _program_shape(computation: Computation) -> tuple[list[Shape], Shape] | None:
+    """A callee's parameter shapes and result shape, as XLA's shape inference compares them; None when its
+    root's shape is itself left to inference (not done here)."""
+    root = computation.root
+    if root is None or root.shape is None or any(p.shape is None for p in computation.parameters()):
+        return None
+    return [p.shape for p in computation.parameters() if p.shape is not None], root.shape
+
+
+def _program_text(computation: Computation) -> str:
+    """XLA's words for a program shape: ``(name: shape, …) -> shape``."""
+    parameters = ", ".join(f"{p.name}: {_text(p.shape)}" for p in computation.parameters())
+    return f"({parameters}) -> {_text(computation.root.shape if computation.root else None)}"
+
+
+def _text(shape: Shape | None) -> str:
+    return "" if shape is None else shape.to_text(False)
+
+
+def _check_inferred_call(instruction: Instruction) -> None:
+    """A call without its shape: XLA infers it from the callee, whose parameters must fit the arguments."""
+    callee = instruction.attributes.get("to_apply")
+    program = _program_shape(callee) if isinstance(callee, Computation) else None
+    arguments = [op.shape for op in instruction.operands if op.shape is not None]
+    if not isinstance(callee, Computation) or program is None or len(arguments) != len(instruction.operands):
+        return
+    failed = "failed to infer shape for opcode: call, error: "
+    if len(arguments) != len(program[0]):
+        raise _fail(
+            instruction,
+            f"{failed}Call applied function arity must match number of arguments; got: arity: {len(program[0])}, "
+            f"arguments: {len(arguments)}; computation signature: {_program_text(callee)}; "
+            f"argument shapes: [{', '.join(map(_text, arguments))}].",
+        )
+    for index, (argument, parameter) in enumerate(zip(arguments, program[0])):
+        if not compatible(argument, parameter):
+            raise _fail(
+                instruction,
+                f"{failed}Call parameter must match argument; got parameter {index} shape: {_text(parameter)}, "
+                f"argument shape: {_text(argument)}.",
+            )
+
+
+def _check_inferred_while(instruction: Instruction) -> None:
+    """A while without its shape: XLA infers it from the condition and body, which must fit the init."""
+    condition, body = instruction.attributes.get("condition"), instruction.attributes.get("body")
+    if not (isinstance(condition, Computation) and isinstance(body, Computation)) or len(instruction.operands) != 1:
+        return
+    cond_program, body_program, init = _program_shape(condition), _program_shape(body), instruction.operands[0].shape
+    if cond_program is None or body_program is None or init is None:
+        return
+    failed = "failed to infer shape for opcode: while, error: "
+    for role, parameters in (("Condition", cond_program[0]), ("Body", body_program[0])):
+        if len(parameters) != 1:
+            raise _fail(instruction, f"{failed}{role} must take 1 arguments; got {len(parameters)}.")
+    shapes = f"Condition: {_program_text(condition)}; body: {_program_text(body)}; init: {_text(init)}."
+    if not compatible(cond_program[1], ArrayShape("pred")):
+        raise _fail(instruction, f"{failed}Condition must return a boolean; got {shapes}.")
+    result = body_program[1]
+    if not all(compatible(result, shape) for shape in (cond_program[0][0], body_program[0][0], init)):
+        raise _fail(
+            instruction,
+            f"{failed}The parameter of condition and body, the result of the body, and init must all have the "
+            f"same shape; got {shapes}.",
+        )
 
 
 def _check_inferred_transpose(instruction: Instruction) -> None:
@@ -492,7 +563,10 @@ def _check_conditional(instruction: Instruction) -> None:
             if key not in instruction.attributes:
                 raise _fail(instruction, f"attribute {key} is expected but not seen")
     branches = instruction.attributes.get("branch_computations")
-    if isinstance(branches, ComputationList) and len(branches.computations) != len(instruction.operands) - 1:
+    count = len(branches.computations) if isinstance(branches, ComputationList) else None
+    if "true_computation" in instruction.attributes:  # a PRED selector's two branches
+        count = 2
+    if count is not None and count != len(instruction.operands) - 1:
         raise _fail(instruction, "conditional expects one operand per branch after the selector", "branch_computations")
 
 
@@ -612,7 +686,52 @@ def _check_recv(instruction: Instruction) -> None:
         raise _fail(instruction, "recv expects a tuple shape (data, u32[], token[])")
 
 
+def _check_parity(instruction: Instruction, odd: bool) -> None:
+    """Reduce and reduce-window take inputs and init values in pairs, scatter inputs and updates in pairs
+    around one index operand: XLA's parser counts them."""
+    count = len(instruction.operands)
+    if count % 2 != odd:
+        parity = "an odd" if odd else "an even"
+        raise _fail(instruction, f"expects {parity} number of operands, but has {count} operands")
+
+
+def _check_dynamic_slicing(instruction: Instruction) -> None:
+    """A dynamic-slice's (dynamic-update-slice's) operand, (update,) then one index per dimension or one
+    index vector: XLA's parser counts them against the operand's rank."""
+    update = instruction.opcode == "dynamic-update-slice"
+    operands = instruction.operands
+    if len(operands) < 1 + update:
+        raise _fail(instruction, "Expected at least two operands." if update else "Expected at least one operand.")
+    array, indices = _array(operands[0].shape), operands[1 + update :]
+    if array is None or any(index.shape is None for index in indices):
+        return
+    vector = len(indices) == 1 and isinstance(indices[0].shape, ArrayShape) and indices[0].shape.rank == 1
+    if not vector and len(indices) != array.rank:
+        raise _fail(instruction, "Wrong number of operands.")
+
+
+def _check_exactly_one_dimension(instruction: Instruction) -> None:
+    """Sort and concatenate work along one dimension: XLA's parser refuses another count (with no words)."""
+    if len(_dims(instruction.attributes.get("dimensions", "{0}"))) != 1:
+        raise _fail(instruction, f"{instruction.opcode} expects exactly one entry in dimensions={{}}", "dimensions")
+
+
 def _check_scan(instruction: Instruction) -> None:
+    """The operand counts XLA's parser checks, in its order, then the dimension against the operands' rank."""
+    count, body = len(instruction.operands), instruction.attributes.get("to_apply")
+    if isinstance(body, Computation) and count != len(body.parameters()):
+        raise _fail(
+            instruction,
+            f"expects {count} operands to match the number of parameters of to_apply, but to_apply has "
+            f"{len(body.parameters())} parameters",
+        )
+    if len(_dims(instruction.attributes.get("dimensions", "{0}"))) != 1:
+        raise _fail(instruction, "expects exactly one dimension", "dimensions")
+    carries = instruction.attributes.get("num_carries")
+    if isinstance(carries, str) and _INT.fullmatch(carries) and count < int(carries):
+        raise _fail(
+            instruction, f"expects at least {carries} operands to match the number of carries, but has {count} operands"
+        )
     dims = _dims(instruction.attributes.get("dimensions", ""))
     rank = max((leaf.rank for op in instruction.operands if op.shape for leaf in leaf_shapes(op.shape)), default=0)
     if any(d < 0 or d >= max(rank, 1) for d in dims):
@@ -1521,8 +1640,14 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "broadcast": (_check_broadcast,),
     "recv": (_check_recv,),
     "scan": (_check_scan,),
+    "reduce": (partial(_check_parity, odd=False),),
+    "scatter": (partial(_check_parity, odd=True),),
+    "dynamic-slice": (_check_dynamic_slicing,),
+    "dynamic-update-slice": (_check_dynamic_slicing,),
+    "sort": (_check_exactly_one_dimension,),
+    "concatenate": (_check_exactly_one_dimension,),
     "pad": (_check_pad,),
-    "reduce-window": (lambda i: _require_operands(i, 2), _check_window),
+    "reduce-window": (partial(_check_parity, odd=False), lambda i: _require_operands(i, 2), _check_window),
     "select-and-scatter": (_check_window,),
     "compare": (_check_compare,),
     "tuple": (_check_tuple,),
