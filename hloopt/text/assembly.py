@@ -25,6 +25,11 @@ from hloopt.text.splitting import Piece, attribute, attribute_name_offset
 from hloopt.text.validation import InvalidHlo, compatible, validate
 
 _NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+#: A list of computation names as XLA reads it: braces, names, commas (and blanks and comments between).
+_GAP = r"(?:[ \t\r\n]|/\*(?:[^*]|\*(?!/))*\*/)*"
+_COMPUTATION_LIST = re.compile(
+    rf"\{{{_GAP}(?:%?[A-Za-z_][A-Za-z0-9_.\-]*{_GAP}(?:,{_GAP}%?[A-Za-z_][A-Za-z0-9_.\-]*{_GAP})*)?\}}"
+)
 #: A ``control-predecessors`` value XLA reads: one name or more (``{}`` and a trailing comma are refused).
 _PREDECESSORS = re.compile(r"\{\s*%?[A-Za-z_][\w.\-]*(?:\s*,\s*%?[A-Za-z_][\w.\-]*)*\s*\}")
 
@@ -306,6 +311,9 @@ class Assembly:
         for instruction, key in self._callee_refs:
             value = str(instruction.attributes[key])
             if key in COMPUTATION_LIST_ATTRIBUTES:
+                if not _COMPUTATION_LIST.fullmatch(value):
+                    said = "to end with kRbrace" if value.startswith("{") else "starting with kLbrace"
+                    raise self._fail(f"expects a list {said}", instruction, key=key)
                 names = _NAME_LIST.findall(value)
                 callees = tuple(self._callee(n, instruction, key, position) for n in names)
                 instruction.attributes[key] = ComputationList(callees)

@@ -149,9 +149,10 @@ _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
 #: The blanks a COMPUTATION token starts with (the lexer would have skipped them as WS): matched,
 #: since `lstrip` would copy the whole token, megabytes of body, to count them.
 _BLANKS = re.compile(r"[ \t\f\r\n]*+")
-#: One parameter of a computation's signature: its name, `:` (XLA reads `(operand f32[2])` too) and its shape (group 1).
+#: One parameter of a computation's signature: its name, `:` right after it (XLA's lexer reads `name:` as one token;
+#: it reads `(operand f32[2])` too) and its shape (group 1).
 _PARAMETER = re.compile(
-    r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?:[ \t\n\r]*:|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
+    r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?::|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
 )
 #: A signature's parameter list as XLA prints it, every shape an array's written without blanks (others go
 #: through `split_top`): then each shape is what follows a `: `.
@@ -1270,6 +1271,12 @@ _LEXED = re.compile(
 _BLANKS_AND_COMMENTS = re.compile(r"(?:[ \t\r\n]|/\*.*?\*/)*", re.S)
 #: A string value as XLA's lexer reads it.
 _STRING_VALUE = re.compile(r'"(?:[^"\\]|\\.)*+"')
+_FOREIGN_MESSAGE = "unexpected character U+{:04X} (outside strings and comments XLA reads ASCII only)"
+#: A backslash escape absl::CUnescape refuses (after an even run of backslashes), wherever it stands: XLA's lexer
+#: refuses a string holding one (a comment or a raw JSON value may hold one too: `_foreign_character` looks).
+_BAD_ESCAPE = re.compile(
+    r"(?<!\\)(?:\\\\)*\\(?:[^ntr\\'\"?abfv0-7xuU]|x(?![0-9a-fA-F])|u(?![0-9a-fA-F]{4})|U(?![0-9a-fA-F]{8}))"
+)
 #: Inside a JSON value: a string, or a brace (group 1).
 _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 #: Inside `frontend_attributes={…}`: a string value, a braced value (group 1, read raw as XLA reads it),
@@ -1277,19 +1284,23 @@ _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 _FRONTEND_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|(=\{)|(\})|([^\x20-\x7e\t\n\r])')
 
 
-def _foreign_character(text: str) -> int | None:
-    """Where the first character XLA's lexer refuses stands outside a string, a comment, a JSON
-    `backend_config` or a braced frontend attribute value, if any.
+def _foreign_character(text: str) -> tuple[int, str] | None:
+    """Where and why XLA's lexer refuses `text` before any parse, if it does: a character it does not read
+    outside a string, a comment, a JSON `backend_config` or a braced frontend attribute value; or a string
+    whose escape it cannot unescape (``"a\\Sb"``: "expects string" where the string starts).
 
-    One C-speed search answers for the common text; only a text with some such character (in a
-    string, say: metadata may hold any) is walked, one string or comment at a time.
+    Two C-speed searches answer for the common text; only a text with some such character or escape (in a
+    string or comment, say: metadata may hold any) is walked, one string or comment at a time.
     """
-    if _FOREIGN.search(text) is None:
+    foreign, escape = _FOREIGN.search(text) is not None, _BAD_ESCAPE.search(text) is not None
+    if not (foreign or escape):
         return None
     token = _LEXED.search(text)
     while token is not None:
         if token.group(2) is not None:
-            return token.start()
+            return token.start(), _FOREIGN_MESSAGE.format(ord(token.group(2)))
+        if escape and token.group()[:1] == '"' and _BAD_ESCAPE.search(text, token.start(), token.end()):
+            return token.start(), "expects string"
         position = token.end()
         if token.group(1) is not None:
             position = _past_braces(text, position)
@@ -1297,7 +1308,9 @@ def _foreign_character(text: str) -> int | None:
             part = _FRONTEND_PART.search(text, position)
             while part is not None and part.group(2) is None:
                 if part.group(3) is not None:
-                    return part.start()
+                    return part.start(), _FOREIGN_MESSAGE.format(ord(part.group(3)))
+                if escape and part.group()[:1] == '"' and _BAD_ESCAPE.search(text, part.start(), part.end()):
+                    return part.start(), "expects string"
                 position = part.end() if part.group(1) is None else _past_braces(text, part.end())
                 part = _FRONTEND_PART.search(text, position)
             position = len(text) if part is None else part.end()
@@ -1327,10 +1340,9 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
-    foreign = _foreign_character(text)
-    if foreign is not None:
-        message = f"unexpected character U+{ord(text[foreign]):04X} (outside strings and comments XLA reads ASCII only)"
-        raise parse_error_at(text, foreign, filename, message)
+    refused = _foreign_character(text)
+    if refused is not None:
+        raise parse_error_at(text, refused[0], filename, refused[1])
     try:
         try:
             return cast(Module, _lark_for(_Parse(text, filename, callees_first)).parse(text, start="start"))

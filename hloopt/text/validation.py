@@ -17,6 +17,7 @@ from enum import Enum
 from functools import lru_cache, partial
 from typing import Any
 
+from hloopt.errors import HloParseError
 from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, Kind
 from hloopt.ir.attribute_values import ComparisonDirection, ComparisonType, FftType, FusionKind, RandomDistribution
 from hloopt.ir.brackets import split_top
@@ -141,6 +142,8 @@ def _check_alias_list(value: str, key: str) -> None:
     for part in split_top(inner):
         if not entry.fullmatch(part):
             raise InvalidHlo(f"malformed {key} entry {part.strip()!r}", attribute=key)
+        if not all(map(_in_64_bits, re.findall("[0-9]+", part))):
+            raise InvalidHlo("expects integer", attribute=key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +222,8 @@ def _check_instruction(instruction: Instruction, parse_shape: ShapeParser, check
         _check_inferred(instruction)
     if plan.custom_call:
         _check_custom_call(instruction, parse_shape)
+    if "outfeed_shape" in attributes:
+        _check_outfeed_shape(instruction, parse_shape)
     for check in plan.then:
         check(instruction)
     for key in plan.maps:
@@ -757,19 +762,8 @@ def _check_window(instruction: Instruction) -> None:
         if size and len(field.split("x")) != count:
             raise _fail(instruction, f"window {key} has {len(field.split('x'))} entries, size has {count}", "window")
     labels = instruction.attributes.get("dim_labels")
-    if isinstance(labels, str) and "->" in labels:
-        lhs, _, out = labels.partition("->")
-        lhs, _, rhs = lhs.partition("_")
-        spatial = [sum(ch.isdigit() for ch in part) for part in (lhs, rhs, out)]
-        if len(set(spatial)) != 1:
-            raise _fail(
-                instruction,
-                "input, kernel, and output must have same number of spatial dimensions, "
-                f"but got {spatial[0]}, {spatial[1]}, {spatial[2]}, respectively.",
-                "dim_labels",
-            )
-        if size and count != spatial[0]:
-            raise _fail(instruction, "window size does not match the convolution's spatial dimensions", "window")
+    if isinstance(labels, str) and size and count != sum(ch.isdigit() for ch in labels.partition("_")[0]):
+        raise _fail(instruction, "window size does not match the convolution's spatial dimensions", "window")
 
 
 def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> None:
@@ -795,6 +789,14 @@ def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> No
                     f"with operand shape {operand.shape.to_text()}",
                     "operand_layout_constraints",
                 )
+
+
+def _check_outfeed_shape(instruction: Instruction, parse_shape: ShapeParser) -> None:
+    """``outfeed_shape=`` is a shape to XLA's parser (kept as text here): one it cannot read is refused."""
+    try:
+        parse_shape(str(instruction.attributes["outfeed_shape"]))
+    except HloParseError as err:
+        raise _fail(instruction, f"error parsing attribute outfeed_shape: {err.message}", "outfeed_shape") from None
 
 
 def _check_compare(instruction: Instruction) -> None:
@@ -1439,6 +1441,7 @@ def _braced(item: str) -> str:
 
 
 _INTEGER_TOKEN = r"-?[0-9]+"
+_IDENTIFIER_TOKEN = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 _INTEGERS = _listed(_INTEGER_TOKEN)
 _BRACED_INTEGERS = _braced(_INTEGER_TOKEN)
 _SLICE_RANGE = rf"\[{_W}{_INTEGER_TOKEN}{_W}:{_W}{_INTEGER_TOKEN}{_W}(?::{_W}{_INTEGER_TOKEN}{_W})?\]"
@@ -1494,6 +1497,10 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
         re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}"),
         "expects dim labels pattern, e.g., 'bf0_0io->0bf'",
     ),
+    "operand_precision": (
+        re.compile(_braced(_IDENTIFIER_TOKEN)),
+        "expects a list of precisions in braces, e.g. {default,highest}",
+    ),
     "slice": (
         re.compile(_braced(_SLICE_RANGE)),
         "expects slice ranges, e.g. {[0:2], [1:4:2]}",
@@ -1522,10 +1529,51 @@ def check_value_syntax(key: str, value: str) -> None:
     for number in re.findall(_INTEGER_TOKEN, text):
         if not _in_64_bits(number):
             raise InvalidHlo(f"integer {number} is out of the 64-bit range", attribute=key)
+    if key in _VALUE_CHECKS:
+        _VALUE_CHECKS[key](text.strip(" \t\n\r"))
     if key == "source_target_pairs" and any(
         len(re.findall(_INTEGER_TOKEN, inner)) != 2 for inner in _inner_braces(text)
     ):
         raise InvalidHlo("expects 'source_target_pairs=' to be a list of pairs", attribute=key)
+
+
+def _check_precisions(text: str) -> None:
+    """Each entry of ``operand_precision={…}`` names a precision, in any case (XLA's `StringToPrecision`)."""
+    for name in _IDENTIFIER.findall(text):
+        if name.lower() not in _PRECISIONS:
+            raise InvalidHlo(
+                f"expects precision but sees: {name}, error: Unknown precision", attribute="operand_precision"
+            )
+
+
+def _check_dim_labels(text: str) -> None:
+    """``dim_labels=lhs_rhs->out`` as XLA's ParseConvolutionDimensionNumbers reads it: each side's labels
+    unique, its digits below its length, and as many spatial dimensions on each side."""
+    lhs, _, rest = text.partition("_")
+    rhs, _, out = rest.partition("->")
+    spatial = []
+    for side, part, named in (("lhs", lhs, "bf"), ("rhs", rhs, "io"), ("output", out, "bf")):
+        labels = part.replace("?", "")
+        if len(set(labels)) != len(labels):
+            raise InvalidHlo(f"expects unique {side} dimension numbers, but sees {part}", attribute="dim_labels")
+        if any(c not in named and not "0" <= c < chr(ord("0") + len(part)) for c in labels):
+            raise InvalidHlo(f"expects [0-{len(part) - 1}{named}?] in {side} dimension numbers", attribute="dim_labels")
+        spatial.append(sum(c not in named for c in labels))
+    if len(set(spatial)) != 1:
+        raise InvalidHlo(
+            "input, kernel, and output must have same number of spatial dimensions, "
+            f"but got {spatial[0]}, {spatial[1]}, {spatial[2]}, respectively.",
+            attribute="dim_labels",
+        )
+
+
+_PRECISIONS = frozenset({"default", "high", "highest", "packed_nibble"})
+_IDENTIFIER = re.compile(_IDENTIFIER_TOKEN)
+#: The checks of typed values past their syntax, by attribute name.
+_VALUE_CHECKS: dict[str, Callable[[str], None]] = {
+    "operand_precision": _check_precisions,
+    "dim_labels": _check_dim_labels,
+}
 
 
 def _in_64_bits(number: str) -> bool:
