@@ -361,7 +361,11 @@ def _check_tokens(body: str, kind: Kind) -> None:
         return
     for match in _COMPLEX_OR_ELEMENT.finditer(body):
         if match.group().startswith("(") and kind is not Kind.COMPLEX:
-            continue  # a tuple where an array was expected: the nesting check words that
+            if match.start() == 0 or body[:1] == "{":  # where XLA reads a value: a scalar's `)` comes first
+                raise LiteralError(
+                    "unexpected '(' in literal. Parens are only valid for complex literals", match.start()
+                )
+            continue
         if not token.fullmatch(match.group()):
             raise LiteralError(f"expects {_EXPECTED_ELEMENTS[kind]}, but sees {match.group()!r}", match.start())
 

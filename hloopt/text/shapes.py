@@ -22,6 +22,8 @@ _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\
 #: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here (``-0`` is 0 to XLA).
 SIZE = re.compile(r"[0-9]{1,18}|-0{1,18}")
 
+#: What opens a layout after a shape's `{` (XLA's parser looks for a number or `:`).
+_LAYOUT_STARTS = frozenset("0123456789:-")
 #: Builds the located error for a message at an offset of the source.
 ErrorAt = Callable[[int, str], HloParseError]
 #: Reads a tuple or buffer shape's text standing at an offset of the source (with the grammar).
@@ -74,6 +76,8 @@ class ShapeReader:
             dims.append(int(digits))
             dynamic.append(bounded)
         layout_at = offset + _leading_space(text) + match.start(3) if layout_text is not None else offset
+        if layout_text is not None and layout_text[:1] not in _LAYOUT_STARTS:  # `{}`: no layout to XLA's parser
+            raise self._error(layout_at - 1, f"expects `,` or `)` after the shape, found {{{layout_text[:40]}}}")
         layout = self._layout(layout_text, len(dims), text, layout_at) if layout_text is not None else None
         if layout is None and element_type not in ("token", "opaque"):
             layout = default_layout(len(dims))

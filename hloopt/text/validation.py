@@ -308,6 +308,8 @@ def _check_inferred(instruction: Instruction) -> None:
     opcode = instruction.opcode
     if opcode == "transpose" and len(instruction.operands) == 1:
         _check_inferred_transpose(instruction)
+    if opcode == "clamp" and len(instruction.operands) == 3:
+        _check_inferred_clamp(instruction)
     if opcode == "call":
         _check_inferred_call(instruction)
     if opcode == "while":
@@ -332,8 +334,32 @@ def _check_inferred(instruction: Instruction) -> None:
         raise _fail(instruction, f"{failed}Expected pred or integral type in argument to and/or operation; got {got}.")
     if lhs.element_type != rhs.element_type and not {lhs.element_type, rhs.element_type} <= FLOAT_TYPES:
         raise _fail(instruction, f"{failed}Binary op {opcode} with different element types: {a} and {b}.")
-    if len(lhs.dims) != len(rhs.dims) or any(x != y and UNBOUNDED not in (x, y) for x, y in zip(lhs.dims, rhs.dims)):
+    if not _same_dims(lhs, rhs):
         raise _fail(instruction, f"{failed}Binary op with incompatible shapes: {a} and {b}.")
+
+
+def _check_inferred_clamp(instruction: Instruction) -> None:
+    """A clamp without its shape: min and max are scalars or the operand's shape, all of one element type
+    (floating-point precisions aside)."""
+    shapes = [operand.shape for operand in instruction.operands]
+    failed = "failed to infer shape for opcode: clamp, error: "
+    for role, shape in zip(("min", "operand", "max"), shapes):
+        if isinstance(shape, TupleShape):
+            raise _fail(instruction, f"{failed}Expected array argument for clamp {role}, but got {_text(shape)}.")
+    low, operand, high = shapes
+    if not (isinstance(low, ArrayShape) and isinstance(operand, ArrayShape) and isinstance(high, ArrayShape)):
+        return
+    written = ", ".join(map(_text, shapes))
+    types = {low.element_type, operand.element_type, high.element_type}
+    if len(types) > 1 and not types <= FLOAT_TYPES:
+        raise _fail(instruction, f"{failed}Clamp with incompatible element types: {written}.")
+    if any(bound.dims and not _same_dims(bound, operand) for bound in (low, high)):
+        raise _fail(instruction, f"{failed}Clamp with incompatible shapes: {written}.")
+
+
+def _same_dims(a: ArrayShape, b: ArrayShape) -> bool:
+    """Whether XLA's inference takes two arrays' dimensions as one (an unbounded one matches any)."""
+    return len(a.dims) == len(b.dims) and all(x == y or UNBOUNDED in (x, y) for x, y in zip(a.dims, b.dims))
 
 
 def _program_shape(computation: Computation) -> tuple[list[Shape], Shape] | None:
@@ -753,14 +779,14 @@ def _check_window(instruction: Instruction) -> None:
     value = instruction.attributes.get("window")
     if not isinstance(value, str):
         return
-    fields = dict(re.findall(r"(\w+)=(\S+?)(?=\s|\}|$)", value.strip()[1:-1]))
+    fields = dict(re.findall(r"([a-z_]+)=([-0-9x_]+)", value.strip()[1:-1]))  # XLA's lexer ends `3pad` at the `p`
     size = fields.get("size")
     count = len(size.split("x")) if size else 0
     for key, field in fields.items():
         if key == "pad" and (not _PADDING.fullmatch(field) or any(len(p.split("_")) != 2 for p in field.split("x"))):
             raise _fail(instruction, "expects padding_low and padding_high separated by '_'", "window")
         if size and len(field.split("x")) != count:
-            raise _fail(instruction, f"window {key} has {len(field.split('x'))} entries, size has {count}", "window")
+            raise _fail(instruction, f"expects '{key}=' has the same size as 'size='", "window")
     labels = instruction.attributes.get("dim_labels")
     if isinstance(labels, str) and size and count != sum(ch.isdigit() for ch in labels.partition("_")[0]):
         raise _fail(instruction, "window size does not match the convolution's spatial dimensions", "window")
@@ -1024,6 +1050,8 @@ def _check_mesh_sharding(value: str) -> None:
     reads it, in part: each axis named after the mesh is one of its axes, names are strings, the attributes are
     those XLA knows, `device_ids` lists one device per mesh position. (jaxlib 0.10 does not read the form.)"""
     text = re.sub(r"metadata=\{[^{}]*\}", "metadata={}", value)
+    if re.search(r"\bmesh(?![ \t\r\n]*\[)", text):
+        raise InvalidHlo("expected '[' after mesh", attribute="sharding")
     headers = list(_MESH.finditer(text))
     for index, header in enumerate(headers):
         mesh = header.group()
@@ -1487,6 +1515,10 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
         "expects replica groups, e.g. {{0,1},{2,3}} or [2,2]<=[4]",
     ),
     "kind": (_spellings(FusionKind), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
+    "schedule": (
+        re.compile("SCHEDULE_NONE|SCHEDULE_LATEST|SCHEDULE_EARLIEST"),
+        "expects custom-call schedule SCHEDULE_NONE, SCHEDULE_LATEST or SCHEDULE_EARLIEST",
+    ),
     "distribution": (_spellings(RandomDistribution), "expects random distribution rng_uniform or rng_normal"),
     "fft_type": (_spellings(FftType), "expects fft type FFT, IFFT, RFFT or IRFFT"),
     "output_to_operand_aliasing": (
@@ -1641,7 +1673,7 @@ def _check_async(instruction: Instruction, base: str, suffix: str | None) -> Non
         instruction.opcode.endswith("update")
         and shape is not None
         and operand.shape is not None
-        and not compatible(shape, operand.shape)
+        and shape != operand.shape  # layouts and memory spaces too: XLA compares shapes with ==
     ):
         raise _fail(instruction, "AsyncUpdate expects the op shape to be the same as the operand shape.")
     start = operand
