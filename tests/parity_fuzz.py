@@ -341,7 +341,7 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
         "axis names, attributes and device_ids count, and leaves the rest of its syntax to XLA (jaxlib 0.10 does "
         "not read the form at all)",
         lambda mutant, ours, theirs: (
-            ours is None and ("in mesh" in (theirs or "") or "mesh[" in xla_line(mutant, theirs))
+            ours is None and ("in mesh" in (theirs or "") or "mesh[" in located_line(mutant, theirs))
         ),
     ),
     (
@@ -351,6 +351,21 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
             ours is None
             and re.search(r"error parsing attribute (origin_recovery_table|backend_config)", theirs or "") is not None
         ),
+    ),
+    (
+        "a name with a colon against it where no signature parameter stands (`x: = f32[2] …`, `c:{`, `add(p0:, p1)`): "
+        "XLA's lexer reads `name:` as one name token, the one signature parameters use, so any name may carry "
+        "one; hloopt reads the colon only after a signature parameter's name, as XLA prints it",
+        lambda mutant, ours, theirs: (
+            theirs is None and re.search(r"[A-Za-z0-9_.\-]:[ \t]*[={,)]", located_line(mutant, ours)) is not None
+        ),
+    ),
+    (
+        "a shape XLA infers from operands whose own shapes are inferred (`w = while(t)` with `t = tuple(a, b)`), "
+        "or for an opcode hloopt does not infer at parse time (dot, reduce): hloopt infers shapes while parsing "
+        "only from the shapes the text writes (binary operations, transpose, clamp, while, call); inferring the "
+        "rest is `analysis/shape_inference`'s, which `text/` may not use",
+        lambda mutant, ours, theirs: ours is None and "failed to infer shape for opcode:" in (theirs or ""),
     ),
     (
         "an operand that names no instruction but an opcode (`custom-call(constant)`, `tuple(conditional, p)`): "
@@ -366,9 +381,9 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
 )
 
 
-def xla_line(mutant: str, theirs: str | None) -> str:
-    """The line of `mutant` XLA's refusal points at (``line:column: …``), else ""."""
-    found = re.match(r"(\d+):\d+: ", theirs or "")
+def located_line(mutant: str, verdict: str | None) -> str:
+    """The line of `mutant` a refusal (``line:column: …``, either side's) points at, else ""."""
+    found = re.match(r"(\d+):\d+: ", verdict or "")
     return "" if found is None else [*mutant.split("\n"), ""][int(found.group(1)) - 1]
 
 

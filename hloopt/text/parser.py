@@ -285,13 +285,7 @@ class _Builder(Transformer[Token, Module]):
         return child
 
     def tuple_shape(self, children: list[Shape | None]) -> TupleShape:
-        elements = tuple(c for c in children if c is not None)
-        for element in elements:  # XLA validates the layouts of a tuple's arrays (not of a lone array's)
-            order = element.layout.minor_to_major if isinstance(element, ArrayShape) and element.layout else ()
-            if order and sorted(order) != list(range(len(order))):
-                message = f"layout of tuple element {element.to_text()} is not a permutation of its dimensions"
-                raise self._parse.error(self._parse.fragment_start(), message)
-        return TupleShape(elements)
+        return TupleShape(tuple(c for c in children if c is not None))
 
     def buffer_shape(self, children: list[Shape]) -> BufferShape:
         inner = children[0]

@@ -334,7 +334,15 @@ def _check_inferred(instruction: Instruction) -> None:
         raise _fail(instruction, f"{failed}Expected pred or integral type in argument to and/or operation; got {got}.")
     if lhs.element_type != rhs.element_type and not {lhs.element_type, rhs.element_type} <= FLOAT_TYPES:
         raise _fail(instruction, f"{failed}Binary op {opcode} with different element types: {a} and {b}.")
-    if not _same_dims(lhs, rhs):
+    if lhs.dims and rhs.dims and len(lhs.dims) != len(rhs.dims):  # a scalar goes with any shape
+        small, large = (a, b) if len(lhs.dims) < len(rhs.dims) else (b, a)
+        raise _fail(instruction, f"{failed}Shapes must be equal rank, but are {small} and {large}")
+    if (
+        lhs.dims
+        and rhs.dims
+        and any(x != y and 1 not in (x, y) and UNBOUNDED not in (x, y) for x, y in zip(lhs.dims, rhs.dims))
+    ):
+        # a dimension of size 1 broadcasts (XLA's degenerate-dimension broadcast)
         raise _fail(instruction, f"{failed}Binary op with incompatible shapes: {a} and {b}.")
 
 

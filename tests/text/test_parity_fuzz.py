@@ -68,6 +68,19 @@ def test_a_disagreement_is_found_and_classed() -> None:
     )
 
 
+def test_the_documented_disagreements_are_told_from_others() -> None:
+    """`ALLOWED` names a colon XLA reads as part of a name, and a shape XLA infers that hloopt does not; the same
+    verdicts over other texts are still found."""
+    colon = _entry("a = f32[] parameter(0)", "ROOT n: = f32[] negate(a)")
+    refused = parity_fuzz.hloopt_verdict(colon)
+    assert refused is not None and parity_fuzz.allowed(colon, refused, None)
+    plain = _entry("ROOT n = f32[] negate(a)")
+    assert not parity_fuzz.allowed(plain, parity_fuzz.hloopt_verdict(plain), None)
+    inferred = "5:1: failed to infer shape for opcode: while, error: The parameter of condition and body …"
+    assert parity_fuzz.allowed(plain, None, inferred)
+    assert not parity_fuzz.allowed(plain, None, "5:1: expects integer")
+
+
 #: What a golden case's label ends with when only jaxlib 0.12's parser refuses it (0.10's reads it, and
 #: hloopt keeps the newer, stricter answer: docs/decisions.md).
 NEWER_ONLY = "(jaxlib 0.12)"
@@ -159,6 +172,25 @@ ACCEPTED_BY_XLA = {
     "a computation run into the header's attribute": (
         "HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}}c {\n  ROOT p = f32[2] parameter(0)\n}\n\n"
         "ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    ),
+    "an add without its shape over a scalar and an array": _entry(
+        "a = f32[] parameter(0)", "b = f32[5,4] parameter(1)", "ROOT r = add(b, a)"
+    ),
+    "an add without its shape broadcasting a dimension of size 1": _entry(
+        "a = f32[1,4] parameter(0)", "b = f32[5,4] parameter(1)", "ROOT r = add(a, b)"
+    ),
+    "an entry_computation_layout parameter whose layout is no permutation (no tuple to XLA)": (
+        "HloModule m, entry_computation_layout={(f32[2,2,2]{2,1,7})->f32[2,2,2]{2,1,0}}\n\n"
+        "ENTRY e {\n  ROOT a = f32[2,2,2] parameter(0)\n}\n"
+    ),
+    "operand precisions in any case": _entry(
+        "a = f32[2,2] parameter(0)",
+        "ROOT d = f32[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+        "operand_precision={HIGHEST,Default}",
+    ),
+    "escapes XLA unescapes, and any in a JSON backend_config": _entry(
+        'ROOT c = u64[] custom-call(), custom_call_target="a\\\\S\\n\\"\\x41\\101\\u00e9", '
+        'backend_config={"a":"\\/\\S"}'
     ),
     "ENTRY run into a computation attribute": (
         'HloModule m\n\nc {\n  ROOT p = f32[2] parameter(0)\n}, execution_thread="main"ENTRY e {\n'
