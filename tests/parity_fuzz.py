@@ -361,6 +361,17 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
         ),
     ),
     (
+        "a scan dimension past its operands' rank (`dimensions={11}`): neither jaxlib line's parser checks it "
+        "against the operands; hloopt's validation does, as XLA's verifier would",
+        lambda mutant, ours, theirs: theirs is None and "scan dimension" in (ours or ""),
+    ),
+    (
+        "a JSON backend_config whose square brackets do not pair (`{a:[{b:1}, c:2}`): XLA takes the text up to the "
+        "brace that closes it, counting braces only, and never reads it as JSON; hloopt's grammar pairs every "
+        "bracket of a value, so the config runs on past that brace",
+        lambda mutant, ours, theirs: theirs is None and ours is not None and _unpaired_json_brackets(mutant),
+    ),
+    (
         "a shape XLA infers from operands whose own shapes are inferred (`w = while(t)` with `t = tuple(a, b)`), "
         "or for an opcode hloopt does not infer at parse time (dot, reduce): hloopt infers shapes while parsing "
         "only from the shapes the text writes (binary operations, transpose, clamp, while, call); inferring the "
@@ -379,6 +390,25 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
         ),
     ),
 )
+
+
+_JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+
+
+def _unpaired_json_brackets(mutant: str) -> bool:
+    """Whether a `backend_config={…}` of `mutant`, ended where XLA ends it (its braces balanced, strings
+    skipped), holds square brackets that do not pair."""
+    for start in (found.end() for found in re.finditer(r"backend_config=\{", mutant)):
+        braces, squares = 1, 0
+        for part in _JSON_PART.finditer(mutant, start):
+            bracket = part.group()
+            braces += {"{": 1, "}": -1}.get(bracket, 0)
+            squares += {"[": 1, "]": -1}.get(bracket, 0)
+            if not braces:
+                break
+        if squares:
+            return True
+    return False
 
 
 def located_line(mutant: str, verdict: str | None) -> str:

@@ -22,6 +22,8 @@ _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\
 #: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here (``-0`` is 0 to XLA).
 SIZE = re.compile(r"[0-9]{1,18}|-0{1,18}")
 
+#: A comma after the last parameter shape of entry_computation_layout, and the blanks after it (group 1).
+_LAST_COMMA = re.compile(r",([ \t\r\n]*)\)$")
 #: What opens a layout after a shape's `{` (XLA's parser looks for a number or `:`).
 _LAYOUT_STARTS = frozenset("0123456789:-")
 #: Builds the located error for a message at an offset of the source.
@@ -146,7 +148,9 @@ class ShapeReader:
         params_at = offset + 1 + _leading_space(params_text)
         result_at = offset + 1 + len(params_text) + len("->") + _leading_space(result_text)
         # The parameter list is no tuple to XLA (its arrays' layouts are not validated): read apart from the cache.
-        params = self._read_nested(params_text.strip(), params_at) if params_text.strip()[:1] == "(" else None
+        # (XLA reads a comma after its last shape too.)
+        listed = _LAST_COMMA.sub(r"\1)", params_text.strip())
+        params = self._read_nested(listed, params_at) if listed[:1] == "(" else None
         result = self.read(result_text.strip(), result_at)
         if not isinstance(params, TupleShape):
             raise self._error(offset, "expects the parameter shapes of entry_computation_layout in parentheses")

@@ -73,7 +73,7 @@ _PADDING_TEXT = r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?
 _PADDING = re.compile(_PADDING_TEXT)
 _SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
 _ALIAS_ENTRY = re.compile(
-    rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
+    rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*(?:\d+|-0+)\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
 )
 _DONOR_ENTRY = re.compile(rf"\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*\)\s*")
 
@@ -1509,7 +1509,7 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     ),
     "window": (
         re.compile(
-            rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=[0-9]+(?:x[0-9]+)*{_W}"
+            rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=(?:-?[0-9]+|[0-9]+(?:x[0-9]+)+){_W}"
             rf"|pad={_PADDING_TEXT}{_W})*\}}"
         ),
         "expects a window: {size=… stride=… pad=… lhs_dilate=… rhs_dilate=… rhs_reversal=…}",

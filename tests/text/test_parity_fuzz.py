@@ -79,6 +79,10 @@ def test_the_documented_disagreements_are_told_from_others() -> None:
     inferred = "5:1: failed to infer shape for opcode: while, error: The parameter of condition and body …"
     assert parity_fuzz.allowed(plain, None, inferred)
     assert not parity_fuzz.allowed(plain, None, "5:1: expects integer")
+    unpaired = _entry('ROOT c = f32[] custom-call(), custom_call_target="x", backend_config={a:[{b:1}, c:2}')
+    assert parity_fuzz.allowed(unpaired, parity_fuzz.hloopt_verdict(unpaired), None)
+    paired = _entry('ROOT c = f32[] custom-call(), custom_call_target="x", backend_config={a:[{b:1}], c:"]"}')
+    assert not parity_fuzz.allowed(paired, "4:3: some refusal", None)
 
 
 #: What a golden case's label ends with when only jaxlib 0.12's parser refuses it (0.10's reads it, and
@@ -191,6 +195,18 @@ ACCEPTED_BY_XLA = {
     "escapes XLA unescapes, and any in a JSON backend_config": _entry(
         'ROOT c = u64[] custom-call(), custom_call_target="a\\\\S\\n\\"\\x41\\101\\u00e9", '
         'backend_config={"a":"\\/\\S"}'
+    ),
+    "a window stride of -0 (a single number may be negative; a DxD list may not)": _entry(
+        "a = f32[1,16,2] parameter(0)",
+        "k = f32[16,2,2] parameter(1)",
+        "ROOT c = f32[1,1,2] convolution(a, k), window={size=16 stride=-0}, dim_labels=b0f_0io->b0f",
+    ),
+    "an input_output_alias parameter number -0": (
+        "HloModule m, input_output_alias={ {}: (-0, {}) }\n\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\n"
+    ),
+    "a comma after entry_computation_layout's last parameter": (
+        "HloModule m, entry_computation_layout={(f32[], f32[],)->(f32[], f32[])}\n\n"
+        "ENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT t = (f32[], f32[]) tuple(a, b)\n}\n"
     ),
     "ENTRY run into a computation attribute": (
         'HloModule m\n\nc {\n  ROOT p = f32[2] parameter(0)\n}, execution_thread="main"ENTRY e {\n'
