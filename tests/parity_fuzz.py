@@ -366,10 +366,11 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
         lambda mutant, ours, theirs: theirs is None and "scan dimension" in (ours or ""),
     ),
     (
-        "a JSON backend_config whose square brackets do not pair (`{a:[{b:1}, c:2}`): XLA takes the text up to the "
-        "brace that closes it, counting braces only, and never reads it as JSON; hloopt's grammar pairs every "
-        "bracket of a value, so the config runs on past that brace",
-        lambda mutant, ours, theirs: theirs is None and ours is not None and _unpaired_json_brackets(mutant),
+        "a JSON backend_config or a braced frontend attribute whose square brackets or parentheses do not pair, or "
+        "that holds a single quote (`{a:[{b:1}, c:2}`): XLA takes the text up to the brace that closes it, counting "
+        "braces only, and never reads it; hloopt's grammar pairs every bracket and quote of a value, so the value "
+        "runs on past that brace",
+        lambda mutant, ours, theirs: theirs is None and ours is not None and _unpaired_raw_brackets(mutant),
     ),
     (
         "a shape XLA infers from operands whose own shapes are inferred (`w = while(t)` with `t = tuple(a, b)`), "
@@ -392,21 +393,22 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
 )
 
 
-_JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+_RAW_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()\']')
 
 
-def _unpaired_json_brackets(mutant: str) -> bool:
-    """Whether a `backend_config={…}` of `mutant`, ended where XLA ends it (its braces balanced, strings
-    skipped), holds square brackets that do not pair."""
-    for start in (found.end() for found in re.finditer(r"backend_config=\{", mutant)):
-        braces, squares = 1, 0
-        for part in _JSON_PART.finditer(mutant, start):
+def _unpaired_raw_brackets(mutant: str) -> bool:
+    """Whether a `backend_config={…}` or `frontend_attributes={…}` of `mutant`, ended where XLA ends it (its
+    braces balanced, double-quoted strings skipped), holds square brackets or parentheses that do not pair,
+    or a single quote."""
+    for start in (found.end() for found in re.finditer(r"(?:backend_config|frontend_attributes)=\{", mutant)):
+        braces, others = 1, Counter[str]()
+        for part in _RAW_PART.finditer(mutant, start):
             bracket = part.group()
             braces += {"{": 1, "}": -1}.get(bracket, 0)
-            squares += {"[": 1, "]": -1}.get(bracket, 0)
+            others[bracket] += 1
             if not braces:
                 break
-        if squares:
+        if others["["] != others["]"] or others["("] != others[")"] or others["'"]:
             return True
     return False
 
