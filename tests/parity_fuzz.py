@@ -349,7 +349,10 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
         "quoted `backend_config` XLA reads as JSON",
         lambda mutant, ours, theirs: (
             ours is None
-            and re.search(r"error parsing attribute (origin_recovery_table|backend_config)", theirs or "") is not None
+            and (
+                re.search(r"error parsing attribute (origin_recovery_table|backend_config)", theirs or "") is not None
+                or "origin_recovery_table=" in located_line(mutant, theirs)
+            )
         ),
     ),
     (

@@ -98,9 +98,12 @@ class Literal:
         if self._elided is None:
             source = self._source
             if source is not None:
-                self._elided = source.find("...", self._start, self._end) >= 0
+                found = source.find("...", self._start, self._end) >= 0
+                self._elided = found and _ELISION.search(source, self._start, self._end) is not None
             else:
-                self._elided = self._text is not None and "..." in self._text
+                self._elided = (
+                    self._text is not None and "..." in self._text and _ELISION.search(self._text) is not None
+                )
         return self._elided
 
     @property
@@ -239,6 +242,8 @@ _TUPLE_MARK = re.compile(r"[(){}\[\],]")
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
 #: The first character of a part that is not a blank.
 _NOT_BLANK = re.compile(r"\S")
+#: XLA's `...` token, which elides a constant's data: standing alone (`{...}`), not the end of a number (`{3...}`).
+_ELISION = re.compile(r"(?<![^\s{,])\.\.\.(?![^\s},])")
 
 
 def _split_tuple(text: str, opening: int) -> dict[int, list[tuple[int, int]]]:

@@ -53,7 +53,12 @@ from hloopt.text.splitting import (
     masked,
     piece,
 )
-from hloopt.text.validation import InvalidHlo, check_computation_attribute, check_stack_frame_entry
+from hloopt.text.validation import (
+    InvalidHlo,
+    check_computation_attribute,
+    check_stack_frame_entry,
+    check_stack_frame_id,
+)
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units
@@ -302,7 +307,8 @@ class _Builder(Transformer[Token, Module]):
         return _Header(name, attributes)
 
     def stack_frame_section(self, children: list[Token]) -> tuple[int, int]:
-        for entry in children[2::2]:  # kept as written, but read as XLA reads it
+        for number, entry in zip(children[1::2], children[2::2]):  # kept as written, but read as XLA reads it
+            self._parse.check(partial(check_stack_frame_id, children[0], str(number)), self._parse.position(number))
             self._parse.check(partial(check_stack_frame_entry, children[0], str(entry)), self._parse.position(entry))
         return (self._parse.position(children[0]), self._parse.position(children[-1]) + len(children[-1]))
 

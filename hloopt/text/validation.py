@@ -1319,6 +1319,21 @@ _FRAME_FIELDS: dict[str, dict[str, str]] = {
 }
 
 
+#: What XLA's parser expects after each stack-frame section: a number it cannot lex ends the section.
+_AFTER_SECTION = {
+    "FileNames": "expects 'FunctionNames'",
+    "FunctionNames": "expects 'FileLocations'",
+    "FileLocations": "expects 'StackFrames'",
+    "StackFrames": "expects name",
+}
+
+
+def check_stack_frame_id(section: str, number: str) -> None:
+    """An entry's number is a 64-bit integer to XLA's lexer; past that it is no number, and the section ends."""
+    if not _in_64_bits(number):
+        raise InvalidHlo(_AFTER_SECTION[section])
+
+
 def check_stack_frame_entry(section: str, value: str) -> None:
     """One entry's value in a stack-frame section (`FileNames 1 "a.py"`, `StackFrames 1 {file_location_id=1
     parent_frame_id=0}`), read as XLA reads it: a string in the name sections, the section's fields in braces
@@ -1522,6 +1537,7 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
         ),
         "expects replica groups, e.g. {{0,1},{2,3}} or [2,2]<=[4]",
     ),
+    **dict.fromkeys(("custom_call_target", "async_execution_thread"), (re.compile(_STRING), "expects string")),
     "kind": (_spellings(FusionKind), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
     "schedule": (
         re.compile("SCHEDULE_NONE|SCHEDULE_LATEST|SCHEDULE_EARLIEST"),
@@ -1717,7 +1733,7 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "collective-permute": (_check_collective, _check_slice_sizes),
     "gather": (_check_slice_sizes,),
     "dot": (_check_algorithm,),
-    "convolution": (_check_window, _check_algorithm),
+    "convolution": (partial(_check_arity, arity=2), _check_window, _check_algorithm),  # 2: XLA's parser, not `arity`
     "scaled-dot": (_check_algorithm,),
     "rng-bit-generator": (lambda i: _require_operands(i, 1), _check_algorithm),
     "get-dimension-size": (_check_one_dimension,),
