@@ -1272,11 +1272,23 @@ _BLANKS_AND_COMMENTS = re.compile(r"(?:[ \t\r\n]|/\*.*?\*/)*", re.S)
 #: A string value as XLA's lexer reads it.
 _STRING_VALUE = re.compile(r'"(?:[^"\\]|\\.)*+"')
 _FOREIGN_MESSAGE = "unexpected character U+{:04X} (outside strings and comments XLA reads ASCII only)"
-#: A backslash escape absl::CUnescape refuses (after an even run of backslashes), wherever it stands: XLA's lexer
-#: refuses a string holding one (a comment or a raw JSON value may hold one too: `_foreign_character` looks).
-_BAD_ESCAPE = re.compile(
-    r"(?<!\\)(?:\\\\)*\\(?:[^ntr\\'\"?abfv0-7xuU]|x(?![0-9a-fA-F])|u(?![0-9a-fA-F]{4})|U(?![0-9a-fA-F]{8}))"
-)
+#: A backslash escape absl::CUnescape refuses, if the backslash is not itself escaped (`_bad_escape` looks): XLA's
+#: lexer refuses a string holding one (a comment or a raw JSON value may hold one too: `_foreign_character` looks).
+#: It starts with the backslash, so that `search` skips the text between at C speed.
+_ESCAPE_CANDIDATE = re.compile(r"\\(?:[^ntr\\'\"?abfv0-7xuU]|x(?![0-9a-fA-F])|u(?![0-9a-fA-F]{4})|U(?![0-9a-fA-F]{8}))")
+
+
+def _bad_escape(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Whether `text[start:end]` holds an escape absl::CUnescape refuses (after an even run of backslashes)."""
+    for candidate in _ESCAPE_CANDIDATE.finditer(text, start, len(text) if end is None else end):
+        at = candidate.start()
+        while at > start and text[at - 1] == "\\":
+            at -= 1
+        if (candidate.start() - at) % 2 == 0:
+            return True
+    return False
+
+
 #: Inside a JSON value: a string, or a brace (group 1).
 _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 #: Inside `frontend_attributes={…}`: a string value, a braced value (group 1, read raw as XLA reads it),
@@ -1292,14 +1304,14 @@ def _foreign_character(text: str) -> tuple[int, str] | None:
     Two C-speed searches answer for the common text; only a text with some such character or escape (in a
     string or comment, say: metadata may hold any) is walked, one string or comment at a time.
     """
-    foreign, escape = _FOREIGN.search(text) is not None, _BAD_ESCAPE.search(text) is not None
+    foreign, escape = _FOREIGN.search(text) is not None, "\\" in text and _bad_escape(text)
     if not (foreign or escape):
         return None
     token = _LEXED.search(text)
     while token is not None:
         if token.group(2) is not None:
             return token.start(), _FOREIGN_MESSAGE.format(ord(token.group(2)))
-        if escape and token.group()[:1] == '"' and _BAD_ESCAPE.search(text, token.start(), token.end()):
+        if escape and token.group()[:1] == '"' and _bad_escape(text, token.start(), token.end()):
             return token.start(), "expects string"
         position = token.end()
         if token.group(1) is not None:
@@ -1309,7 +1321,7 @@ def _foreign_character(text: str) -> tuple[int, str] | None:
             while part is not None and part.group(2) is None:
                 if part.group(3) is not None:
                     return part.start(), _FOREIGN_MESSAGE.format(ord(part.group(3)))
-                if escape and part.group()[:1] == '"' and _BAD_ESCAPE.search(text, part.start(), part.end()):
+                if escape and part.group()[:1] == '"' and _bad_escape(text, part.start(), part.end()):
                     return part.start(), "expects string"
                 position = part.end() if part.group(1) is None else _past_braces(text, part.end())
                 part = _FRONTEND_PART.search(text, position)
