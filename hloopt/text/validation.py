@@ -139,7 +139,10 @@ def _check_alias_list(value: str, key: str) -> None:
     inner = body[1:-1].strip()
     if not inner:
         return
-    for part in split_top(inner):
+    parts = split_top(inner)
+    if len(parts) > 1 and not parts[-1].strip(" \t\r\n"):  # XLA reads a comma after the last entry
+        parts.pop()
+    for part in parts:
         if not entry.fullmatch(part):
             raise InvalidHlo(f"malformed {key} entry {part.strip()!r}", attribute=key)
         if not all(map(_in_64_bits, re.findall("[0-9]+", part))):

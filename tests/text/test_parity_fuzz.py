@@ -208,6 +208,10 @@ ACCEPTED_BY_XLA = {
         "HloModule m, entry_computation_layout={(f32[], f32[],)->(f32[], f32[])}\n\n"
         "ENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT t = (f32[], f32[]) tuple(a, b)\n}\n"
     ),
+    "a comma after input_output_alias's last entry": (
+        "HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, must-alias),}\n\n"
+        "ENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] parameter(1)\n  ROOT t = (f32[2], f32[2]) tuple(a, b)\n}\n"
+    ),
     "ENTRY run into a computation attribute": (
         'HloModule m\n\nc {\n  ROOT p = f32[2] parameter(0)\n}, execution_thread="main"ENTRY e {\n'
         "  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), to_apply=c\n}\n"
