@@ -346,12 +346,12 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
     ),
     (
         "the values hloopt keeps as text and XLA parses whole: `origin_recovery_table` (a module in a string), a "
-        "quoted `backend_config` XLA reads as JSON",
+        "quoted `backend_config` XLA reads as JSON, `sparsity_config`",
         lambda mutant, ours, theirs: (
             ours is None
             and (
                 re.search(r"error parsing attribute (origin_recovery_table|backend_config)", theirs or "") is not None
-                or "origin_recovery_table=" in located_line(mutant, theirs)
+                or re.search(r"(origin_recovery_table|sparsity_config)=", located_line(mutant, theirs)) is not None
             )
         ),
     ),
