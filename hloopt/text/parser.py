@@ -1273,7 +1273,7 @@ _BLANKS_AND_COMMENTS = re.compile(r"(?:[ \t\r\n]|/\*.*?\*/)*", re.S)
 _STRING_VALUE = re.compile(r'"(?:[^"\\]|\\.)*+"')
 _FOREIGN_MESSAGE = "unexpected character U+{:04X} (outside strings and comments XLA reads ASCII only)"
 #: A backslash escape absl::CUnescape refuses, if the backslash is not itself escaped (`_bad_escape` looks): XLA's
-#: lexer refuses a string holding one (a comment or a raw JSON value may hold one too: `_foreign_character` looks).
+#: lexer refuses a string holding one (a comment or a raw JSON value may hold one too: `_lexer_refusal` looks).
 #: It starts with the backslash, so that `search` skips the text between at C speed.
 _ESCAPE_CANDIDATE = re.compile(r"\\(?:[^ntr\\'\"?abfv0-7xuU]|x(?![0-9a-fA-F])|u(?![0-9a-fA-F]{4})|U(?![0-9a-fA-F]{8}))")
 
@@ -1296,7 +1296,7 @@ _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 _FRONTEND_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|(=\{)|(\})|([^\x20-\x7e\t\n\r])')
 
 
-def _foreign_character(text: str) -> tuple[int, str] | None:
+def _lexer_refusal(text: str) -> tuple[int, str] | None:
     """Where and why XLA's lexer refuses `text` before any parse, if it does: a character it does not read
     outside a string, a comment, a JSON `backend_config` or a braced frontend attribute value; or a string
     whose escape it cannot unescape (``"a\\Sb"``: "expects string" where the string starts).
@@ -1352,7 +1352,7 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
-    refused = _foreign_character(text)
+    refused = _lexer_refusal(text)
     if refused is not None:
         raise parse_error_at(text, refused[0], filename, refused[1])
     try:

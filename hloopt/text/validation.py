@@ -307,7 +307,8 @@ def _check_inferable(opcode: str, instruction: Instruction) -> None:
 
 def _check_inferred(instruction: Instruction) -> None:
     """An instruction written without its shape: XLA's parser infers it, and refuses the text where its
-    shape inference fails (binary operations and transposes here; operands without shapes are left to XLA)."""
+    shape inference fails (binary operations, transposes, clamps, calls and whiles here, from the shapes the text
+    writes: operands and callee roots without shapes are left to XLA)."""
     opcode = instruction.opcode
     if opcode == "transpose" and len(instruction.operands) == 1:
         _check_inferred_transpose(instruction)
