@@ -741,7 +741,7 @@ def _check_parity(instruction: Instruction, odd: bool) -> None:
 def _check_dynamic_slicing(instruction: Instruction) -> None:
     """A dynamic-slice's (dynamic-update-slice's) operand, (update,) then one index per dimension or one
     index vector: XLA's parser counts them against the operand's rank."""
-    update = instruction.opcode == "dynamic-update-slice"
+    update = base_opcode(instruction.opcode)[0] == "dynamic-update-slice"  # the `-start` sugar too
     operands = instruction.operands
     if len(operands) < 1 + update:
         raise _fail(instruction, "Expected at least two operands." if update else "Expected at least one operand.")

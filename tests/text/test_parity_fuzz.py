@@ -212,6 +212,13 @@ ACCEPTED_BY_XLA = {
         "HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, must-alias),}\n\n"
         "ENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] parameter(1)\n  ROOT t = (f32[2], f32[2]) tuple(a, b)\n}\n"
     ),
+    "a dynamic-update-slice-start (async sugar) with one index per dimension": _entry(
+        "p = f32[10] parameter(0)",
+        "u = f32[1] parameter(1)",
+        "i = s32[] parameter(2)",
+        "s = ((f32[10], f32[1], s32[]), f32[10], u32[]) dynamic-update-slice-start(p, u, i)",
+        "ROOT d = f32[10] dynamic-update-slice-done(s)",
+    ),
     "ENTRY run into a computation attribute": (
         'HloModule m\n\nc {\n  ROOT p = f32[2] parameter(0)\n}, execution_thread="main"ENTRY e {\n'
         "  p = f32[2] parameter(0)\n  ROOT r = f32[2] call(p), to_apply=c\n}\n"
