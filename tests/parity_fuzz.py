@@ -59,6 +59,8 @@ _ODD = (
 )
 #: Where and what XLA's parser says first: ``was parsing 3:42: error: unknown attribute …``.
 _XLA_SAID = re.compile(r"was parsing (\d+:\d+): error: ([^\n]*)")
+#: XLA's words when an allocation failed (a literal of gigabytes under the worker's cap), not a refusal of the text.
+_OUT_OF_MEMORY = re.compile(r"RESOURCE_EXHAUSTED: Failed to allocate|std::bad_alloc")
 _NUMBERS = ("0x7f", "-1", "-0", "99999999999999999999", "2147483648", "1e400", "+1", "01", "1.5", "0b1")
 
 
@@ -220,6 +222,9 @@ def xla_verdicts(texts: Sequence[str]) -> list[str | None]:
         except MemoryError:  # past WORKER_BYTES: no verdict, as a crash gives none
             verdicts.append(f"{XLA_CRASH}: out of memory")
         except HloError as err:
+            if _OUT_OF_MEMORY.search(str(err)):  # an allocation past WORKER_BYTES, said as a status: no verdict
+                verdicts.append(f"{XLA_CRASH}: out of memory")
+                continue
             said = _XLA_SAID.search(str(err))
             verdicts.append(f"{said.group(1)}: {said.group(2)}" if said else str(err).splitlines()[0] or "refused")
     return verdicts
@@ -336,16 +341,46 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
         "axis names, attributes and device_ids count, and leaves the rest of its syntax to XLA (jaxlib 0.10 does "
         "not read the form at all)",
         lambda mutant, ours, theirs: (
-            ours is None and ("in mesh" in (theirs or "") or "mesh[" in xla_line(mutant, theirs))
+            ours is None and ("in mesh" in (theirs or "") or "mesh[" in located_line(mutant, theirs))
         ),
     ),
     (
         "the values hloopt keeps as text and XLA parses whole: `origin_recovery_table` (a module in a string), a "
-        "quoted `backend_config` XLA reads as JSON",
+        "quoted `backend_config` XLA reads as JSON, `sparsity_config`",
         lambda mutant, ours, theirs: (
             ours is None
-            and re.search(r"error parsing attribute (origin_recovery_table|backend_config)", theirs or "") is not None
+            and (
+                re.search(r"error parsing attribute (origin_recovery_table|backend_config)", theirs or "") is not None
+                or re.search(r"(origin_recovery_table|sparsity_config)=", located_line(mutant, theirs)) is not None
+            )
         ),
+    ),
+    (
+        "a name with a colon against it where no signature parameter stands (`x: = f32[2] …`, `c:{`, `add(p0:, p1)`): "
+        "XLA's lexer reads `name:` as one name token, the one signature parameters use, so any name may carry "
+        "one; hloopt reads the colon only after a signature parameter's name, as XLA prints it",
+        lambda mutant, ours, theirs: (
+            theirs is None and re.search(r"[A-Za-z0-9_.\-]:[ \t]*[={,)]", located_line(mutant, ours)) is not None
+        ),
+    ),
+    (
+        "a scan dimension past its operands' rank (`dimensions={11}`): neither jaxlib line's parser checks it "
+        "against the operands; hloopt's validation does, as XLA's verifier would",
+        lambda mutant, ours, theirs: theirs is None and "scan dimension" in (ours or ""),
+    ),
+    (
+        "a JSON backend_config or a braced frontend attribute whose square brackets or parentheses do not pair, or "
+        "that holds a single quote (`{a:[{b:1}, c:2}`): XLA takes the text up to the brace that closes it, counting "
+        "braces only, and never reads it; hloopt's grammar pairs every bracket and quote of a value, so the value "
+        "runs on past that brace",
+        lambda mutant, ours, theirs: theirs is None and ours is not None and _unpaired_raw_brackets(mutant),
+    ),
+    (
+        "a shape XLA infers from operands whose own shapes are inferred (`w = while(t)` with `t = tuple(a, b)`), "
+        "or for an opcode hloopt does not infer at parse time (dot, reduce): hloopt infers shapes while parsing "
+        "only from the shapes the text writes (binary operations, transpose, clamp, while, call); inferring the "
+        "rest is `analysis/shape_inference`'s, which `text/` may not use",
+        lambda mutant, ours, theirs: ours is None and "failed to infer shape for opcode:" in (theirs or ""),
     ),
     (
         "an operand that names no instruction but an opcode (`custom-call(constant)`, `tuple(conditional, p)`): "
@@ -361,9 +396,29 @@ ALLOWED: tuple[tuple[str, Callable[[str, str | None, str | None], bool]], ...] =
 )
 
 
-def xla_line(mutant: str, theirs: str | None) -> str:
-    """The line of `mutant` XLA's refusal points at (``line:column: …``), else ""."""
-    found = re.match(r"(\d+):\d+: ", theirs or "")
+_RAW_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()\']')
+
+
+def _unpaired_raw_brackets(mutant: str) -> bool:
+    """Whether a `backend_config={…}` or `frontend_attributes={…}` of `mutant`, ended where XLA ends it (its
+    braces balanced, double-quoted strings skipped), holds square brackets or parentheses that do not pair,
+    or a single quote."""
+    for start in (found.end() for found in re.finditer(r"(?:backend_config|frontend_attributes)=\{", mutant)):
+        braces, others = 1, Counter[str]()
+        for part in _RAW_PART.finditer(mutant, start):
+            bracket = part.group()
+            braces += {"{": 1, "}": -1}.get(bracket, 0)
+            others[bracket] += 1
+            if not braces:
+                break
+        if others["["] != others["]"] or others["("] != others[")"] or others["'"]:
+            return True
+    return False
+
+
+def located_line(mutant: str, verdict: str | None) -> str:
+    """The line of `mutant` a refusal (``line:column: …``, either side's) points at, else ""."""
+    found = re.match(r"(\d+):\d+: ", verdict or "")
     return "" if found is None else [*mutant.split("\n"), ""][int(found.group(1)) - 1]
 
 

@@ -98,9 +98,12 @@ class Literal:
         if self._elided is None:
             source = self._source
             if source is not None:
-                self._elided = source.find("...", self._start, self._end) >= 0
+                found = source.find("...", self._start, self._end) >= 0
+                self._elided = found and _ELISION.search(source, self._start, self._end) is not None
             else:
-                self._elided = self._text is not None and "..." in self._text
+                self._elided = (
+                    self._text is not None and "..." in self._text and _ELISION.search(self._text) is not None
+                )
         return self._elided
 
     @property
@@ -239,6 +242,8 @@ _TUPLE_MARK = re.compile(r"[(){}\[\],]")
 _CLOSERS = {"(": ")", "{": "}", "[": "]"}
 #: The first character of a part that is not a blank.
 _NOT_BLANK = re.compile(r"\S")
+#: XLA's `...` token, which elides a constant's data: standing alone (`{...}`), not the end of a number (`{3...}`).
+_ELISION = re.compile(r"(?<![^\s{,])\.\.\.(?![^\s},])")
 
 
 def _split_tuple(text: str, opening: int) -> dict[int, list[tuple[int, int]]]:
@@ -361,7 +366,11 @@ def _check_tokens(body: str, kind: Kind) -> None:
         return
     for match in _COMPLEX_OR_ELEMENT.finditer(body):
         if match.group().startswith("(") and kind is not Kind.COMPLEX:
-            continue  # a tuple where an array was expected: the nesting check words that
+            if match.start() == 0 or body[:1] == "{":  # where XLA reads a value: a scalar's `)` comes first
+                raise LiteralError(
+                    "unexpected '(' in literal. Parens are only valid for complex literals", match.start()
+                )
+            continue
         if not token.fullmatch(match.group()):
             raise LiteralError(f"expects {_EXPECTED_ELEMENTS[kind]}, but sees {match.group()!r}", match.start())
 
@@ -410,6 +419,15 @@ def _check_one_scalar(body: str) -> None:
         raise LiteralError("expects ')' after constant literal", len(body) - len(body[first.end() :].lstrip()))
 
 
+def _check_one_group(text: str, start: int, end: int) -> None:
+    """XLA reads one top-level item of an array literal, a comma or a braced group, then expects the `)`
+    (``constant(,{1, 2})``, ``constant({1, 2},)``); the literal `text[start:end]` is stripped."""
+    after = start + 1 if text[start] == "," else text.rfind("}", start, end) + 1
+    following = _NOT_BLANK.search(text, after, end)
+    if following is not None:
+        raise LiteralError("expects ')' after constant literal", following.start() - start)
+
+
 def _check_array(text: str, shape: ArrayShape, start: int = 0, end: int | None = None) -> None:
     """The literal `text[start:end]` (all of `text` by default) against `shape`. A view of a long literal
     in its module's text is read in pieces; only the careful paths (odd spellings) copy it out whole."""
@@ -428,6 +446,8 @@ def _check_array(text: str, shape: ArrayShape, start: int = 0, end: int | None =
     if kind in (Kind.FLOAT, Kind.COMPLEX) and (scan is None or scan.integer_digits >= _LONG_DIGITS):
         _check_long_integers(text, kind, start, end)
     braces = text.find("{", start, end) >= 0
+    if end > start and (text[start] == "," or (text[start] == "{" and text[end - 1] != "}")):
+        _check_one_group(text, start, end)
     if not shape.dims and not text.startswith("{", start, end):
         _check_one_scalar(body())
     if shape.element_type in COMPLEX_TYPES:

@@ -25,6 +25,11 @@ from hloopt.text.splitting import Piece, attribute, attribute_name_offset
 from hloopt.text.validation import InvalidHlo, compatible, validate
 
 _NAME_LIST = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
+#: A list of computation names as XLA reads it: braces, names, commas (and blanks and comments between).
+_GAP = r"(?:[ \t\r\n]|/\*(?:[^*]|\*(?!/))*\*/)*"
+_COMPUTATION_LIST = re.compile(
+    rf"\{{{_GAP}(?:%?[A-Za-z_][A-Za-z0-9_.\-]*{_GAP}(?:,{_GAP}%?[A-Za-z_][A-Za-z0-9_.\-]*{_GAP})*)?\}}"
+)
 #: A ``control-predecessors`` value XLA reads: one name or more (``{}`` and a trailing comma are refused).
 _PREDECESSORS = re.compile(r"\{\s*%?[A-Za-z_][\w.\-]*(?:\s*,\s*%?[A-Za-z_][\w.\-]*)*\s*\}")
 
@@ -114,12 +119,13 @@ class Assembly:
     def close_computation(
         self, computation: Computation, name_at: int, instructions: list[Instruction], declared_result: Piece | None
     ) -> Computation:
-        """Place the instructions; `declared_result` is the result shape the signature writes, checked against the root."""
+        """Place the instructions; `declared_result` is the result shape the signature writes, checked against the root
+        (and read even when the root's shape is left to inference: XLA reads it first)."""
         self._finish(computation, instructions, name_at)
         root = computation.root
-        if declared_result is not None and root is not None and root.shape is not None:
+        if declared_result is not None:
             declared = self._shapes.read(declared_result, declared_result.start_pos)
-            if not compatible(declared, root.shape):
+            if root is not None and root.shape is not None and not compatible(declared, root.shape):
                 raise self._locations.error(
                     declared_result.start_pos,
                     f"Shape of computation {computation.name}, {declared.to_text(False)}, is not compatible "
@@ -306,6 +312,9 @@ class Assembly:
         for instruction, key in self._callee_refs:
             value = str(instruction.attributes[key])
             if key in COMPUTATION_LIST_ATTRIBUTES:
+                if not _COMPUTATION_LIST.fullmatch(value):
+                    said = "to end with kRbrace" if value.startswith("{") else "starting with kLbrace"
+                    raise self._fail(f"expects a list {said}", instruction, key=key)
                 names = _NAME_LIST.findall(value)
                 callees = tuple(self._callee(n, instruction, key, position) for n in names)
                 instruction.attributes[key] = ComputationList(callees)

@@ -53,7 +53,12 @@ from hloopt.text.splitting import (
     masked,
     piece,
 )
-from hloopt.text.validation import InvalidHlo, check_computation_attribute, check_stack_frame_entry
+from hloopt.text.validation import (
+    InvalidHlo,
+    check_computation_attribute,
+    check_stack_frame_entry,
+    check_stack_frame_id,
+)
 
 if TYPE_CHECKING:
     from hloopt.text.truncation import Units
@@ -155,9 +160,10 @@ _NEXT_INSTRUCTION = ("\n  %", "\n  ROOT ", "\n}")
 #: The blanks a COMPUTATION token starts with (the lexer would have skipped them as WS): matched,
 #: since `lstrip` would copy the whole token, megabytes of body, to count them.
 _BLANKS = re.compile(r"[ \t\f\r\n]*+")
-#: One parameter of a computation's signature: its name, `:` (XLA reads `(operand f32[2])` too) and its shape (group 1).
+#: One parameter of a computation's signature: its name, `:` right after it (XLA's lexer reads `name:` as one token;
+#: it reads `(operand f32[2])` too) and its shape (group 1).
 _PARAMETER = re.compile(
-    r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?:[ \t\n\r]*:|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
+    r"[ \t\n\r]*%?[A-Za-z_][A-Za-z0-9_.\-]*(?::|(?=[ \t\n\r]))[ \t\n\r]*(\S(?:.*\S)?)[ \t\n\r]*", re.S
 )
 #: A signature's parameter list as XLA prints it, every shape an array's written without blanks (others go
 #: through `split_top`): then each shape is what follows a `: `.
@@ -307,7 +313,8 @@ class _Builder(Transformer[Token, Module]):
         return _Header(name, attributes)
 
     def stack_frame_section(self, children: list[Token]) -> tuple[int, int]:
-        for entry in children[2::2]:  # kept as written, but read as XLA reads it
+        for number, entry in zip(children[1::2], children[2::2]):  # kept as written, but read as XLA reads it
+            self._parse.check(partial(check_stack_frame_id, children[0], str(number)), self._parse.position(number))
             self._parse.check(partial(check_stack_frame_entry, children[0], str(entry)), self._parse.position(entry))
         return (self._parse.position(children[0]), self._parse.position(children[-1]) + len(children[-1]))
 
@@ -1096,8 +1103,12 @@ class _Parse:
             position = match.end()
             if lexed is not text:
                 key, value = attribute(text[match.start() : position])
+            elif match.re is _CANONICAL_ATTRIBUTE:
+                key, value = match.group(1, 2)
             else:
-                key, value = match.group(1, 2) if match.re is _CANONICAL_ATTRIBUTE else attribute(match.group())
+                key, value = attribute(match.group())
+                if value[:1] == '"' or (key == "backend_config" and value[:1] == "{" and value[-1] != "}"):
+                    self._check_value_end(value, base + position - len(value))
             key = intern(key)
             if key in attributes:  # even with the same value, as XLA's parser
                 where = base + match.start() + attribute_name_offset(match.group())
@@ -1116,6 +1127,16 @@ class _Parse:
             # text reads the same way wherever it stands (the regex looks no further than the newline).
             self._runs[line_rest] = dict(attributes)
         return position
+
+    def _check_value_end(self, value: str, value_pos: int) -> None:
+        """A string value, or a JSON `backend_config`, is one token to XLA's lexer: what the grammar read on
+        after it (`"x"6`, `{…}.`) starts the next instruction, which needs a name."""
+        string = _STRING_VALUE.match(value)
+        end = _past_braces(value, 1) if string is None else string.end()
+        gap = _BLANKS_AND_COMMENTS.match(value, end)
+        junk = len(value) if gap is None else gap.end()
+        if junk < len(value) and value[junk] != "}":
+            raise self.error(value_pos + junk, "expects name")
 
     def _set_attribute(self, instruction: Instruction, key: str, value: str, value_pos: int) -> None:
         """Record one attribute of `_RESOLVED_LATER`: names of callees and control predecessors."""
@@ -1296,6 +1317,28 @@ _LEXED = re.compile(
     r'"(?:[^"\\]|\\.)*+"|\'(?:[^\'\\]|\\.)*+\'|/\*(?:[^*]|\*(?!/))*+\*/|//[^\n\r]*+'
     r"|(backend_config=\{)|([^\x20-\x7e\t\n\r])|(frontend_attributes=\{)"
 )
+#: Blanks and block comments, where XLA's lexer looks for the next token.
+_BLANKS_AND_COMMENTS = re.compile(r"(?:[ \t\r\n]|/\*.*?\*/)*", re.S)
+#: A string value as XLA's lexer reads it.
+_STRING_VALUE = re.compile(r'"(?:[^"\\]|\\.)*+"')
+_FOREIGN_MESSAGE = "unexpected character U+{:04X} (outside strings and comments XLA reads ASCII only)"
+#: A backslash escape absl::CUnescape refuses, if the backslash is not itself escaped (`_bad_escape` looks): XLA's
+#: lexer refuses a string holding one (a comment or a raw JSON value may hold one too: `_lexer_refusal` looks).
+#: It starts with the backslash, so that `search` skips the text between at C speed.
+_ESCAPE_CANDIDATE = re.compile(r"\\(?:[^ntr\\'\"?abfv0-7xuU]|x(?![0-9a-fA-F])|u(?![0-9a-fA-F]{4})|U(?![0-9a-fA-F]{8}))")
+
+
+def _bad_escape(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Whether `text[start:end]` holds an escape absl::CUnescape refuses (after an even run of backslashes)."""
+    for candidate in _ESCAPE_CANDIDATE.finditer(text, start, len(text) if end is None else end):
+        at = candidate.start()
+        while at > start and text[at - 1] == "\\":
+            at -= 1
+        if (candidate.start() - at) % 2 == 0:
+            return True
+    return False
+
+
 #: Inside a JSON value: a string, or a brace (group 1).
 _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 #: Inside `frontend_attributes={…}`: a string value, a braced value (group 1, read raw as XLA reads it),
@@ -1303,19 +1346,23 @@ _JSON_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|([{}])')
 _FRONTEND_PART = re.compile(r'"(?:[^"\\]|\\.)*+"|(=\{)|(\})|([^\x20-\x7e\t\n\r])')
 
 
-def _foreign_character(text: str) -> int | None:
-    """Where the first character XLA's lexer refuses stands outside a string, a comment, a JSON
-    `backend_config` or a braced frontend attribute value, if any.
+def _lexer_refusal(text: str) -> tuple[int, str] | None:
+    """Where and why XLA's lexer refuses `text` before any parse, if it does: a character it does not read
+    outside a string, a comment, a JSON `backend_config` or a braced frontend attribute value; or a string
+    whose escape it cannot unescape (``"a\\Sb"``: "expects string" where the string starts).
 
-    One C-speed search answers for the common text; only a text with some such character (in a
-    string, say: metadata may hold any) is walked, one string or comment at a time.
+    Two C-speed searches answer for the common text; only a text with some such character or escape (in a
+    string or comment, say: metadata may hold any) is walked, one string or comment at a time.
     """
-    if _FOREIGN.search(text) is None:
+    foreign, escape = _FOREIGN.search(text) is not None, "\\" in text and _bad_escape(text)
+    if not (foreign or escape):
         return None
     token = _LEXED.search(text)
     while token is not None:
         if token.group(2) is not None:
-            return token.start()
+            return token.start(), _FOREIGN_MESSAGE.format(ord(token.group(2)))
+        if escape and token.group()[:1] == '"' and _bad_escape(text, token.start(), token.end()):
+            return token.start(), "expects string"
         position = token.end()
         if token.group(1) is not None:
             position = _past_braces(text, position)
@@ -1323,7 +1370,9 @@ def _foreign_character(text: str) -> int | None:
             part = _FRONTEND_PART.search(text, position)
             while part is not None and part.group(2) is None:
                 if part.group(3) is not None:
-                    return part.start()
+                    return part.start(), _FOREIGN_MESSAGE.format(ord(part.group(3)))
+                if escape and part.group()[:1] == '"' and _bad_escape(text, part.start(), part.end()):
+                    return part.start(), "expects string"
                 position = part.end() if part.group(1) is None else _past_braces(text, part.end())
                 part = _FRONTEND_PART.search(text, position)
             position = len(text) if part is None else part.end()
@@ -1353,10 +1402,9 @@ def parse(text: str, filename: str = "<string>", *, callees_first: bool = False)
     """
     if "\0" in text:
         raise parse_error_at(text, text.index("\0"), filename, "NUL character in input")
-    foreign = _foreign_character(text)
-    if foreign is not None:
-        message = f"unexpected character U+{ord(text[foreign]):04X} (outside strings and comments XLA reads ASCII only)"
-        raise parse_error_at(text, foreign, filename, message)
+    refused = _lexer_refusal(text)
+    if refused is not None:
+        raise parse_error_at(text, refused[0], filename, refused[1])
     try:
         try:
             return cast(Module, _lark_for(_Parse(text, filename, callees_first)).parse(text, start="start"))

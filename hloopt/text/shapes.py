@@ -15,13 +15,17 @@ from collections.abc import Callable
 from hloopt.errors import HloParseError
 from hloopt.ir.element_types import PRIMITIVE_TYPES
 from hloopt.ir.module import ProgramLayout
-from hloopt.ir.shape import UNBOUNDED, ArrayShape, Layout, Shape, TupleShape, default_layout
+from hloopt.ir.shape import UNBOUNDED, ArrayShape, BufferShape, Layout, Shape, TupleShape, default_layout
 from hloopt.text.layout_tail import read_layout
 
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*\{\s*([^{}]*?)\s*\})?")
 #: A dimension, layout entry or parameter number: XLA's int64, so at most 18 digits here (``-0`` is 0 to XLA).
 SIZE = re.compile(r"[0-9]{1,18}|-0{1,18}")
 
+#: A comma after the last parameter shape of entry_computation_layout, and the blanks after it (group 1).
+_LAST_COMMA = re.compile(r",([ \t\r\n]*)\)$")
+#: What opens a layout after a shape's `{` (XLA's parser looks for a number or `:`).
+_LAYOUT_STARTS = frozenset("0123456789:-")
 #: Builds the located error for a message at an offset of the source.
 ErrorAt = Callable[[int, str], HloParseError]
 #: Reads a tuple or buffer shape's text standing at an offset of the source (with the grammar).
@@ -46,8 +50,27 @@ class ShapeReader:
             return cached
         nested = text[:1] == "(" or text[:2] == "b("
         shape = self._read_nested(text, offset) if nested else self.array(text, offset)
+        if nested:
+            self._check_tuple_layouts([shape], offset)
         self._cache[text] = shape
         return shape
+
+    def _check_tuple_layouts(self, shapes: list[Shape], offset: int) -> None:
+        """XLA validates the layout of each array inside a tuple (a lone array's it leaves be): a minor-to-major
+        order that is no permutation of the dimensions is refused, where the shape at `offset` starts. A stack,
+        not recursion: tuples in text may nest thousands deep."""
+        while shapes:
+            shape = shapes.pop()
+            if isinstance(shape, BufferShape):
+                shapes.append(shape.shape)
+            if not isinstance(shape, TupleShape):
+                continue
+            for element in shape.elements:
+                order = element.layout.minor_to_major if isinstance(element, ArrayShape) and element.layout else ()
+                if order and sorted(order) != list(range(len(order))):
+                    message = f"layout of tuple element {element.to_text()} is not a permutation of its dimensions"
+                    raise self._error(offset, message)
+            shapes.extend(shape.elements)
 
     def array(self, text: str, offset: int) -> ArrayShape:
         """An array shape ``type[dims]{layout}`` written at `offset` (not interned: tuples intern whole)."""
@@ -74,6 +97,8 @@ class ShapeReader:
             dims.append(int(digits))
             dynamic.append(bounded)
         layout_at = offset + _leading_space(text) + match.start(3) if layout_text is not None else offset
+        if layout_text is not None and layout_text[:1] not in _LAYOUT_STARTS:  # `{}`: no layout to XLA's parser
+            raise self._error(layout_at - 1, f"expects `,` or `)` after the shape, found {{{layout_text[:40]}}}")
         layout = self._layout(layout_text, len(dims), text, layout_at) if layout_text is not None else None
         if layout is None and element_type not in ("token", "opaque"):
             layout = default_layout(len(dims))
@@ -122,10 +147,14 @@ class ShapeReader:
         params_text, _, result_text = inner[1:-1].rpartition("->")
         params_at = offset + 1 + _leading_space(params_text)
         result_at = offset + 1 + len(params_text) + len("->") + _leading_space(result_text)
-        params = self.read(params_text.strip(), params_at)
+        # The parameter list is no tuple to XLA (its arrays' layouts are not validated): read apart from the cache.
+        # (XLA reads a comma after its last shape too.)
+        listed = _LAST_COMMA.sub(r"\1)", params_text.strip())
+        params = self._read_nested(listed, params_at) if listed[:1] == "(" else None
         result = self.read(result_text.strip(), result_at)
         if not isinstance(params, TupleShape):
             raise self._error(offset, "expects the parameter shapes of entry_computation_layout in parentheses")
+        self._check_tuple_layouts(list(params.elements), params_at)
         return ProgramLayout(params.elements, result)
 
 

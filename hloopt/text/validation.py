@@ -17,6 +17,7 @@ from enum import Enum
 from functools import lru_cache, partial
 from typing import Any
 
+from hloopt.errors import HloParseError
 from hloopt.ir.attribute_kinds import BY_OPCODE, KINDS, Kind
 from hloopt.ir.attribute_values import ComparisonDirection, ComparisonType, FftType, FusionKind, RandomDistribution
 from hloopt.ir.brackets import split_top
@@ -72,7 +73,7 @@ _PADDING_TEXT = r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?
 _PADDING = re.compile(_PADDING_TEXT)
 _SHAPE_INDEX = r"\{\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\}"
 _ALIAS_ENTRY = re.compile(
-    rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
+    rf"\s*{_SHAPE_INDEX}\s*:\s*\(\s*(?:\d+|-0+)\s*,\s*{_SHAPE_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)\s*"
 )
 _DONOR_ENTRY = re.compile(rf"\s*\(\s*\d+\s*,\s*{_SHAPE_INDEX}\s*\)\s*")
 
@@ -121,6 +122,8 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
                 _check_inferred(instruction)
             if plan.custom_call:
                 _check_custom_call(instruction, parse_shape)
+            if "outfeed_shape" in attributes:
+                _check_outfeed_shape(instruction, parse_shape)
             for check in plan.then:
                 check(instruction)
             for key in plan.maps:  # each map text once a module: one jax operation's instructions share it
@@ -160,9 +163,14 @@ def _check_alias_list(value: str, key: str) -> None:
     inner = body[1:-1].strip()
     if not inner:
         return
-    for part in split_top(inner):
+    parts = split_top(inner)
+    if len(parts) > 1 and not parts[-1].strip(" \t\r\n"):  # XLA reads a comma after the last entry
+        parts.pop()
+    for part in parts:
         if not entry.fullmatch(part):
             raise InvalidHlo(f"malformed {key} entry {part.strip()!r}", attribute=key)
+        if not all(map(_in_64_bits, re.findall("[0-9]+", part))):
+            raise InvalidHlo("expects integer", attribute=key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,10 +302,17 @@ def _check_inferable(opcode: str, instruction: Instruction) -> None:
 
 def _check_inferred(instruction: Instruction) -> None:
     """An instruction written without its shape: XLA's parser infers it, and refuses the text where its
-    shape inference fails (binary operations and transposes here; operands without shapes are left to XLA)."""
+    shape inference fails (binary operations, transposes, clamps, calls and whiles here, from the shapes the text
+    writes: operands and callee roots without shapes are left to XLA)."""
     opcode = instruction.opcode
     if opcode == "transpose" and len(instruction.operands) == 1:
         _check_inferred_transpose(instruction)
+    if opcode == "clamp" and len(instruction.operands) == 3:
+        _check_inferred_clamp(instruction)
+    if opcode == "call":
+        _check_inferred_call(instruction)
+    if opcode == "while":
+        _check_inferred_while(instruction)
     if opcode not in _BINARY or len(instruction.operands) != 2:
         return
     lhs, rhs = (operand.shape for operand in instruction.operands)
@@ -318,8 +333,107 @@ def _check_inferred(instruction: Instruction) -> None:
         raise _fail(instruction, f"{failed}Expected pred or integral type in argument to and/or operation; got {got}.")
     if lhs.element_type != rhs.element_type and not {lhs.element_type, rhs.element_type} <= FLOAT_TYPES:
         raise _fail(instruction, f"{failed}Binary op {opcode} with different element types: {a} and {b}.")
-    if len(lhs.dims) != len(rhs.dims) or any(x != y and UNBOUNDED not in (x, y) for x, y in zip(lhs.dims, rhs.dims)):
+    if lhs.dims and rhs.dims and len(lhs.dims) != len(rhs.dims):  # a scalar goes with any shape
+        small, large = (a, b) if len(lhs.dims) < len(rhs.dims) else (b, a)
+        raise _fail(instruction, f"{failed}Shapes must be equal rank, but are {small} and {large}")
+    if (
+        lhs.dims
+        and rhs.dims
+        and any(x != y and 1 not in (x, y) and UNBOUNDED not in (x, y) for x, y in zip(lhs.dims, rhs.dims))
+    ):
+        # a dimension of size 1 broadcasts (XLA's degenerate-dimension broadcast)
         raise _fail(instruction, f"{failed}Binary op with incompatible shapes: {a} and {b}.")
+
+
+def _check_inferred_clamp(instruction: Instruction) -> None:
+    """A clamp without its shape: min and max are scalars or the operand's shape, all of one element type
+    (floating-point precisions aside)."""
+    shapes = [operand.shape for operand in instruction.operands]
+    failed = "failed to infer shape for opcode: clamp, error: "
+    for role, shape in zip(("min", "operand", "max"), shapes):
+        if isinstance(shape, TupleShape):
+            raise _fail(instruction, f"{failed}Expected array argument for clamp {role}, but got {_text(shape)}.")
+    low, operand, high = shapes
+    if not (isinstance(low, ArrayShape) and isinstance(operand, ArrayShape) and isinstance(high, ArrayShape)):
+        return
+    written = ", ".join(map(_text, shapes))
+    types = {low.element_type, operand.element_type, high.element_type}
+    if len(types) > 1 and not types <= FLOAT_TYPES:
+        raise _fail(instruction, f"{failed}Clamp with incompatible element types: {written}.")
+    if any(bound.dims and not _same_dims(bound, operand) for bound in (low, high)):
+        raise _fail(instruction, f"{failed}Clamp with incompatible shapes: {written}.")
+
+
+def _same_dims(a: ArrayShape, b: ArrayShape) -> bool:
+    """Whether XLA's inference takes two arrays' dimensions as one (an unbounded one matches any)."""
+    return len(a.dims) == len(b.dims) and all(x == y or UNBOUNDED in (x, y) for x, y in zip(a.dims, b.dims))
+
+
+def _program_shape(computation: Computation) -> tuple[list[Shape], Shape] | None:
+    """A callee's parameter shapes and result shape, as XLA's shape inference compares them; None when its
+    root's shape is itself left to inference (not done here)."""
+    root = computation.root
+    if root is None or root.shape is None or any(p.shape is None for p in computation.parameters()):
+        return None
+    return [p.shape for p in computation.parameters() if p.shape is not None], root.shape
+
+
+def _program_text(computation: Computation) -> str:
+    """XLA's words for a program shape: ``(name: shape, …) -> shape``."""
+    parameters = ", ".join(f"{p.name}: {_text(p.shape)}" for p in computation.parameters())
+    return f"({parameters}) -> {_text(computation.root.shape if computation.root else None)}"
+
+
+def _text(shape: Shape | None) -> str:
+    return "" if shape is None else shape.to_text(False)
+
+
+def _check_inferred_call(instruction: Instruction) -> None:
+    """A call without its shape: XLA infers it from the callee, whose parameters must fit the arguments."""
+    callee = instruction.attributes.get("to_apply")
+    program = _program_shape(callee) if isinstance(callee, Computation) else None
+    arguments = [op.shape for op in instruction.operands if op.shape is not None]
+    if not isinstance(callee, Computation) or program is None or len(arguments) != len(instruction.operands):
+        return
+    failed = "failed to infer shape for opcode: call, error: "
+    if len(arguments) != len(program[0]):
+        raise _fail(
+            instruction,
+            f"{failed}Call applied function arity must match number of arguments; got: arity: {len(program[0])}, "
+            f"arguments: {len(arguments)}; computation signature: {_program_text(callee)}; "
+            f"argument shapes: [{', '.join(map(_text, arguments))}].",
+        )
+    for index, (argument, parameter) in enumerate(zip(arguments, program[0])):
+        if not compatible(argument, parameter):
+            raise _fail(
+                instruction,
+                f"{failed}Call parameter must match argument; got parameter {index} shape: {_text(parameter)}, "
+                f"argument shape: {_text(argument)}.",
+            )
+
+
+def _check_inferred_while(instruction: Instruction) -> None:
+    """A while without its shape: XLA infers it from the condition and body, which must fit the init."""
+    condition, body = instruction.attributes.get("condition"), instruction.attributes.get("body")
+    if not (isinstance(condition, Computation) and isinstance(body, Computation)) or len(instruction.operands) != 1:
+        return
+    cond_program, body_program, init = _program_shape(condition), _program_shape(body), instruction.operands[0].shape
+    if cond_program is None or body_program is None or init is None:
+        return
+    failed = "failed to infer shape for opcode: while, error: "
+    for role, parameters in (("Condition", cond_program[0]), ("Body", body_program[0])):
+        if len(parameters) != 1:
+            raise _fail(instruction, f"{failed}{role} must take 1 arguments; got {len(parameters)}.")
+    shapes = f"Condition: {_program_text(condition)}; body: {_program_text(body)}; init: {_text(init)}."
+    if not compatible(cond_program[1], ArrayShape("pred")):
+        raise _fail(instruction, f"{failed}Condition must return a boolean; got {shapes}.")
+    result = body_program[1]
+    if not all(compatible(result, shape) for shape in (cond_program[0][0], body_program[0][0], init)):
+        raise _fail(
+            instruction,
+            f"{failed}The parameter of condition and body, the result of the body, and init must all have the "
+            f"same shape; got {shapes}.",
+        )
 
 
 def _check_inferred_transpose(instruction: Instruction) -> None:
@@ -487,7 +601,10 @@ def _check_conditional(instruction: Instruction) -> None:
             if key not in instruction.attributes:
                 raise _fail(instruction, f"attribute {key} is expected but not seen")
     branches = instruction.attributes.get("branch_computations")
-    if isinstance(branches, ComputationList) and len(branches.computations) != len(instruction.operands) - 1:
+    count = len(branches.computations) if isinstance(branches, ComputationList) else None
+    if "true_computation" in instruction.attributes:  # a PRED selector's two branches
+        count = 2
+    if count is not None and count != len(instruction.operands) - 1:
         raise _fail(instruction, "conditional expects one operand per branch after the selector", "branch_computations")
 
 
@@ -607,7 +724,52 @@ def _check_recv(instruction: Instruction) -> None:
         raise _fail(instruction, "recv expects a tuple shape (data, u32[], token[])")
 
 
+def _check_parity(instruction: Instruction, odd: bool) -> None:
+    """Reduce and reduce-window take inputs and init values in pairs, scatter inputs and updates in pairs
+    around one index operand: XLA's parser counts them."""
+    count = len(instruction.operands)
+    if count % 2 != odd:
+        parity = "an odd" if odd else "an even"
+        raise _fail(instruction, f"expects {parity} number of operands, but has {count} operands")
+
+
+def _check_dynamic_slicing(instruction: Instruction) -> None:
+    """A dynamic-slice's (dynamic-update-slice's) operand, (update,) then one index per dimension or one
+    index vector: XLA's parser counts them against the operand's rank."""
+    update = base_opcode(instruction.opcode)[0] == "dynamic-update-slice"  # the `-start` sugar too
+    operands = instruction.operands
+    if len(operands) < 1 + update:
+        raise _fail(instruction, "Expected at least two operands." if update else "Expected at least one operand.")
+    array, indices = _array(operands[0].shape), operands[1 + update :]
+    if array is None or any(index.shape is None for index in indices):
+        return
+    vector = len(indices) == 1 and isinstance(indices[0].shape, ArrayShape) and indices[0].shape.rank == 1
+    if not vector and len(indices) != array.rank:
+        raise _fail(instruction, "Wrong number of operands.")
+
+
+def _check_exactly_one_dimension(instruction: Instruction) -> None:
+    """Sort and concatenate work along one dimension: XLA's parser refuses another count (with no words)."""
+    if len(_dims(instruction.attributes.get("dimensions", "{0}"))) != 1:
+        raise _fail(instruction, f"{instruction.opcode} expects exactly one entry in dimensions={{}}", "dimensions")
+
+
 def _check_scan(instruction: Instruction) -> None:
+    """The operand counts XLA's parser checks, in its order, then the dimension against the operands' rank."""
+    count, body = len(instruction.operands), instruction.attributes.get("to_apply")
+    if isinstance(body, Computation) and count != len(body.parameters()):
+        raise _fail(
+            instruction,
+            f"expects {count} operands to match the number of parameters of to_apply, but to_apply has "
+            f"{len(body.parameters())} parameters",
+        )
+    if len(_dims(instruction.attributes.get("dimensions", "{0}"))) != 1:
+        raise _fail(instruction, "expects exactly one dimension", "dimensions")
+    carries = instruction.attributes.get("num_carries")
+    if isinstance(carries, str) and _INT.fullmatch(carries) and count < int(carries):
+        raise _fail(
+            instruction, f"expects at least {carries} operands to match the number of carries, but has {count} operands"
+        )
     dims = _dims(instruction.attributes.get("dimensions", ""))
     rank = max((leaf.rank for op in instruction.operands if op.shape for leaf in leaf_shapes(op.shape)), default=0)
     if any(d < 0 or d >= max(rank, 1) for d in dims):
@@ -624,28 +786,17 @@ def _check_window(instruction: Instruction) -> None:
     value = instruction.attributes.get("window")
     if not isinstance(value, str):
         return
-    fields = dict(re.findall(r"(\w+)=(\S+?)(?=\s|\}|$)", value.strip()[1:-1]))
+    fields = dict(re.findall(r"([a-z_]+)=([-0-9x_]+)", value.strip()[1:-1]))  # XLA's lexer ends `3pad` at the `p`
     size = fields.get("size")
     count = len(size.split("x")) if size else 0
     for key, field in fields.items():
         if key == "pad" and (not _PADDING.fullmatch(field) or any(len(p.split("_")) != 2 for p in field.split("x"))):
             raise _fail(instruction, "expects padding_low and padding_high separated by '_'", "window")
         if size and len(field.split("x")) != count:
-            raise _fail(instruction, f"window {key} has {len(field.split('x'))} entries, size has {count}", "window")
+            raise _fail(instruction, f"expects '{key}=' has the same size as 'size='", "window")
     labels = instruction.attributes.get("dim_labels")
-    if isinstance(labels, str) and "->" in labels:
-        lhs, _, out = labels.partition("->")
-        lhs, _, rhs = lhs.partition("_")
-        spatial = [sum(ch.isdigit() for ch in part) for part in (lhs, rhs, out)]
-        if len(set(spatial)) != 1:
-            raise _fail(
-                instruction,
-                "input, kernel, and output must have same number of spatial dimensions, "
-                f"but got {spatial[0]}, {spatial[1]}, {spatial[2]}, respectively.",
-                "dim_labels",
-            )
-        if size and count != spatial[0]:
-            raise _fail(instruction, "window size does not match the convolution's spatial dimensions", "window")
+    if isinstance(labels, str) and size and count != sum(ch.isdigit() for ch in labels.partition("_")[0]):
+        raise _fail(instruction, "window size does not match the convolution's spatial dimensions", "window")
 
 
 def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> None:
@@ -671,6 +822,14 @@ def _check_custom_call(instruction: Instruction, parse_shape: ShapeParser) -> No
                     f"with operand shape {operand.shape.to_text()}",
                     "operand_layout_constraints",
                 )
+
+
+def _check_outfeed_shape(instruction: Instruction, parse_shape: ShapeParser) -> None:
+    """``outfeed_shape=`` is a shape to XLA's parser (kept as text here): one it cannot read is refused."""
+    try:
+        parse_shape(str(instruction.attributes["outfeed_shape"]))
+    except HloParseError as err:
+        raise _fail(instruction, f"error parsing attribute outfeed_shape: {err.message}", "outfeed_shape") from None
 
 
 def _check_compare(instruction: Instruction) -> None:
@@ -898,6 +1057,8 @@ def _check_mesh_sharding(value: str) -> None:
     reads it, in part: each axis named after the mesh is one of its axes, names are strings, the attributes are
     those XLA knows, `device_ids` lists one device per mesh position. (jaxlib 0.10 does not read the form.)"""
     text = re.sub(r"metadata=\{[^{}]*\}", "metadata={}", value)
+    if re.search(r"\bmesh(?![ \t\r\n]*\[)", text):
+        raise InvalidHlo("expected '[' after mesh", attribute="sharding")
     headers = list(_MESH.finditer(text))
     for index, header in enumerate(headers):
         mesh = header.group()
@@ -1157,6 +1318,21 @@ _FRAME_FIELDS: dict[str, dict[str, str]] = {
 }
 
 
+#: What XLA's parser expects after each stack-frame section: a number it cannot lex ends the section.
+_AFTER_SECTION = {
+    "FileNames": "expects 'FunctionNames'",
+    "FunctionNames": "expects 'FileLocations'",
+    "FileLocations": "expects 'StackFrames'",
+    "StackFrames": "expects name",
+}
+
+
+def check_stack_frame_id(section: str, number: str) -> None:
+    """An entry's number is a 64-bit integer to XLA's lexer; past that it is no number, and the section ends."""
+    if not _in_64_bits(number):
+        raise InvalidHlo(_AFTER_SECTION[section])
+
+
 def check_stack_frame_entry(section: str, value: str) -> None:
     """One entry's value in a stack-frame section (`FileNames 1 "a.py"`, `StackFrames 1 {file_location_id=1
     parent_frame_id=0}`), read as XLA reads it: a string in the name sections, the section's fields in braces
@@ -1315,6 +1491,7 @@ def _braced(item: str) -> str:
 
 
 _INTEGER_TOKEN = r"-?[0-9]+"
+_IDENTIFIER_TOKEN = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 _INTEGERS = _listed(_INTEGER_TOKEN)
 _BRACED_INTEGERS = _braced(_INTEGER_TOKEN)
 _SLICE_RANGE = rf"\[{_W}{_INTEGER_TOKEN}{_W}:{_W}{_INTEGER_TOKEN}{_W}(?::{_W}{_INTEGER_TOKEN}{_W})?\]"
@@ -1346,7 +1523,7 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     ),
     "window": (
         re.compile(
-            rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=[0-9]+(?:x[0-9]+)*{_W}"
+            rf"\{{{_W}(?:(?:size|stride|lhs_dilate|rhs_dilate|rhs_reversal)=(?:-?[0-9]+|[0-9]+(?:x[0-9]+)+){_W}"
             rf"|pad={_PADDING_TEXT}{_W})*\}}"
         ),
         "expects a window: {size=… stride=… pad=… lhs_dilate=… rhs_dilate=… rhs_reversal=…}",
@@ -1359,7 +1536,12 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
         ),
         "expects replica groups, e.g. {{0,1},{2,3}} or [2,2]<=[4]",
     ),
+    **dict.fromkeys(("custom_call_target", "async_execution_thread"), (re.compile(_STRING), "expects string")),
     "kind": (_spellings(FusionKind), "expects fusion kind kLoop, kInput, kOutput or kCustom"),
+    "schedule": (
+        re.compile("SCHEDULE_NONE|SCHEDULE_LATEST|SCHEDULE_EARLIEST"),
+        "expects custom-call schedule SCHEDULE_NONE, SCHEDULE_LATEST or SCHEDULE_EARLIEST",
+    ),
     "distribution": (_spellings(RandomDistribution), "expects random distribution rng_uniform or rng_normal"),
     "fft_type": (_spellings(FftType), "expects fft type FFT, IFFT, RFFT or IRFFT"),
     "output_to_operand_aliasing": (
@@ -1369,6 +1551,10 @@ _VALUE_SYNTAX: dict[str, tuple[re.Pattern[str], str]] = {
     "dim_labels": (
         re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}"),
         "expects dim labels pattern, e.g., 'bf0_0io->0bf'",
+    ),
+    "operand_precision": (
+        re.compile(_braced(_IDENTIFIER_TOKEN)),
+        "expects a list of precisions in braces, e.g. {default,highest}",
     ),
     "slice": (
         re.compile(_braced(_SLICE_RANGE)),
@@ -1398,10 +1584,51 @@ def check_value_syntax(key: str, value: str) -> None:
     for number in re.findall(_INTEGER_TOKEN, text):
         if not _in_64_bits(number):
             raise InvalidHlo(f"integer {number} is out of the 64-bit range", attribute=key)
+    if key in _VALUE_CHECKS:
+        _VALUE_CHECKS[key](text.strip(" \t\n\r"))
     if key == "source_target_pairs" and any(
         len(re.findall(_INTEGER_TOKEN, inner)) != 2 for inner in _inner_braces(text)
     ):
         raise InvalidHlo("expects 'source_target_pairs=' to be a list of pairs", attribute=key)
+
+
+def _check_precisions(text: str) -> None:
+    """Each entry of ``operand_precision={…}`` names a precision, in any case (XLA's `StringToPrecision`)."""
+    for name in _IDENTIFIER.findall(text):
+        if name.lower() not in _PRECISIONS:
+            raise InvalidHlo(
+                f"expects precision but sees: {name}, error: Unknown precision", attribute="operand_precision"
+            )
+
+
+def _check_dim_labels(text: str) -> None:
+    """``dim_labels=lhs_rhs->out`` as XLA's ParseConvolutionDimensionNumbers reads it: each side's labels
+    unique, its digits below its length, and as many spatial dimensions on each side."""
+    lhs, _, rest = text.partition("_")
+    rhs, _, out = rest.partition("->")
+    spatial = []
+    for side, part, named in (("lhs", lhs, "bf"), ("rhs", rhs, "io"), ("output", out, "bf")):
+        labels = part.replace("?", "")
+        if len(set(labels)) != len(labels):
+            raise InvalidHlo(f"expects unique {side} dimension numbers, but sees {part}", attribute="dim_labels")
+        if any(c not in named and not "0" <= c < chr(ord("0") + len(part)) for c in labels):
+            raise InvalidHlo(f"expects [0-{len(part) - 1}{named}?] in {side} dimension numbers", attribute="dim_labels")
+        spatial.append(sum(c not in named for c in labels))
+    if len(set(spatial)) != 1:
+        raise InvalidHlo(
+            "input, kernel, and output must have same number of spatial dimensions, "
+            f"but got {spatial[0]}, {spatial[1]}, {spatial[2]}, respectively.",
+            attribute="dim_labels",
+        )
+
+
+_PRECISIONS = frozenset({"default", "high", "highest", "packed_nibble"})
+_IDENTIFIER = re.compile(_IDENTIFIER_TOKEN)
+#: The checks of typed values past their syntax, by attribute name.
+_VALUE_CHECKS: dict[str, Callable[[str], None]] = {
+    "operand_precision": _check_precisions,
+    "dim_labels": _check_dim_labels,
+}
 
 
 def _in_64_bits(number: str) -> bool:
@@ -1469,7 +1696,7 @@ def _check_async(instruction: Instruction, base: str, suffix: str | None) -> Non
         instruction.opcode.endswith("update")
         and shape is not None
         and operand.shape is not None
-        and not compatible(shape, operand.shape)
+        and shape != operand.shape  # layouts and memory spaces too: XLA compares shapes with ==
     ):
         raise _fail(instruction, "AsyncUpdate expects the op shape to be the same as the operand shape.")
     start = operand
@@ -1505,7 +1732,7 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "collective-permute": (_check_collective, _check_slice_sizes),
     "gather": (_check_slice_sizes,),
     "dot": (_check_algorithm,),
-    "convolution": (_check_window, _check_algorithm),
+    "convolution": (partial(_check_arity, arity=2), _check_window, _check_algorithm),  # 2: XLA's parser, not `arity`
     "scaled-dot": (_check_algorithm,),
     "rng-bit-generator": (lambda i: _require_operands(i, 1), _check_algorithm),
     "get-dimension-size": (_check_one_dimension,),
@@ -1516,8 +1743,14 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
     "broadcast": (_check_broadcast,),
     "recv": (_check_recv,),
     "scan": (_check_scan,),
+    "reduce": (partial(_check_parity, odd=False),),
+    "scatter": (partial(_check_parity, odd=True),),
+    "dynamic-slice": (_check_dynamic_slicing,),
+    "dynamic-update-slice": (_check_dynamic_slicing,),
+    "sort": (_check_exactly_one_dimension,),
+    "concatenate": (_check_exactly_one_dimension,),
     "pad": (_check_pad,),
-    "reduce-window": (lambda i: _require_operands(i, 2), _check_window),
+    "reduce-window": (partial(_check_parity, odd=False), lambda i: _require_operands(i, 2), _check_window),
     "select-and-scatter": (_check_window,),
     "compare": (_check_compare,),
     "tuple": (_check_tuple,),

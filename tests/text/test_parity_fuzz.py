@@ -68,6 +68,23 @@ def test_a_disagreement_is_found_and_classed() -> None:
     )
 
 
+def test_the_documented_disagreements_are_told_from_others() -> None:
+    """`ALLOWED` names a colon XLA reads as part of a name, and a shape XLA infers that hloopt does not; the same
+    verdicts over other texts are still found."""
+    colon = _entry("a = f32[] parameter(0)", "ROOT n: = f32[] negate(a)")
+    refused = parity_fuzz.hloopt_verdict(colon)
+    assert refused is not None and parity_fuzz.allowed(colon, refused, None)
+    plain = _entry("ROOT n = f32[] negate(a)")
+    assert not parity_fuzz.allowed(plain, parity_fuzz.hloopt_verdict(plain), None)
+    inferred = "5:1: failed to infer shape for opcode: while, error: The parameter of condition and body …"
+    assert parity_fuzz.allowed(plain, None, inferred)
+    assert not parity_fuzz.allowed(plain, None, "5:1: expects integer")
+    unpaired = _entry('ROOT c = f32[] custom-call(), custom_call_target="x", backend_config={a:[{b:1}, c:2}')
+    assert parity_fuzz.allowed(unpaired, parity_fuzz.hloopt_verdict(unpaired), None)
+    paired = _entry('ROOT c = f32[] custom-call(), custom_call_target="x", backend_config={a:[{b:1}], c:"]"}')
+    assert not parity_fuzz.allowed(paired, "4:3: some refusal", None)
+
+
 #: What a golden case's label ends with when only jaxlib 0.12's parser refuses it (0.10's reads it, and
 #: hloopt keeps the newer, stricter answer: docs/decisions.md).
 NEWER_ONLY = "(jaxlib 0.12)"
@@ -159,6 +176,48 @@ ACCEPTED_BY_XLA = {
     "a computation run into the header's attribute": (
         "HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}}c {\n  ROOT p = f32[2] parameter(0)\n}\n\n"
         "ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    ),
+    "an add without its shape over a scalar and an array": _entry(
+        "a = f32[] parameter(0)", "b = f32[5,4] parameter(1)", "ROOT r = add(b, a)"
+    ),
+    "an add without its shape broadcasting a dimension of size 1": _entry(
+        "a = f32[1,4] parameter(0)", "b = f32[5,4] parameter(1)", "ROOT r = add(a, b)"
+    ),
+    "an entry_computation_layout parameter whose layout is no permutation (no tuple to XLA)": (
+        "HloModule m, entry_computation_layout={(f32[2,2,2]{2,1,7})->f32[2,2,2]{2,1,0}}\n\n"
+        "ENTRY e {\n  ROOT a = f32[2,2,2] parameter(0)\n}\n"
+    ),
+    "operand precisions in any case": _entry(
+        "a = f32[2,2] parameter(0)",
+        "ROOT d = f32[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+        "operand_precision={HIGHEST,Default}",
+    ),
+    "escapes XLA unescapes, and any in a JSON backend_config": _entry(
+        'ROOT c = u64[] custom-call(), custom_call_target="a\\\\S\\n\\"\\x41\\101\\u00e9", '
+        'backend_config={"a":"\\/\\S"}'
+    ),
+    "a window stride of -0 (a single number may be negative; a DxD list may not)": _entry(
+        "a = f32[1,16,2] parameter(0)",
+        "k = f32[16,2,2] parameter(1)",
+        "ROOT c = f32[1,1,2] convolution(a, k), window={size=16 stride=-0}, dim_labels=b0f_0io->b0f",
+    ),
+    "an input_output_alias parameter number -0": (
+        "HloModule m, input_output_alias={ {}: (-0, {}) }\n\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\n"
+    ),
+    "a comma after entry_computation_layout's last parameter": (
+        "HloModule m, entry_computation_layout={(f32[], f32[],)->(f32[], f32[])}\n\n"
+        "ENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT t = (f32[], f32[]) tuple(a, b)\n}\n"
+    ),
+    "a comma after input_output_alias's last entry": (
+        "HloModule m, input_output_alias={ {0}: (0, {}, must-alias), {1}: (1, {}, must-alias),}\n\n"
+        "ENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] parameter(1)\n  ROOT t = (f32[2], f32[2]) tuple(a, b)\n}\n"
+    ),
+    "a dynamic-update-slice-start (async sugar) with one index per dimension": _entry(
+        "p = f32[10] parameter(0)",
+        "u = f32[1] parameter(1)",
+        "i = s32[] parameter(2)",
+        "s = ((f32[10], f32[1], s32[]), f32[10], u32[]) dynamic-update-slice-start(p, u, i)",
+        "ROOT d = f32[10] dynamic-update-slice-done(s)",
     ),
     "ENTRY run into a computation attribute": (
         'HloModule m\n\nc {\n  ROOT p = f32[2] parameter(0)\n}, execution_thread="main"ENTRY e {\n'
