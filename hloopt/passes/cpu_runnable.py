@@ -108,13 +108,14 @@ class CpuRunnable(HloPass):
 
     def matches(self, module: Module) -> list[Instruction]:
         """Fusions, bitcasts, and instructions with a backend_config or a layout the pass would drop."""
+        shapes = ShapeResolver(module)
         return [
             i
             for i in module.instructions()
             if i.opcode in ("fusion", "bitcast")
             or _async_copy(i) is not None
             or _strippable(i)
-            or _narrow_operands(i, ShapeResolver(module))
+            or _narrow_operands(i, shapes)
         ]
 
 
