@@ -100,7 +100,6 @@ class Instruction:
         self.opcode = opcode
         #: None when the text omitted an inferable shape.
         self.shape = shape
-        self.operands: list[Instruction] = []
         self.attributes: dict[str, AttributeValue] = dict(attributes) if attributes else {}
         self.literal = literal
         #: The N of ``parameter(N)``; None for other opcodes.
@@ -112,8 +111,9 @@ class Instruction:
         self.parent: Computation | None = None
         #: Instructions that use this one as an operand (ordered set).
         self.users: dict[Instruction, None] = {}
-        for operand in operands:
-            self.append_operand(operand)
+        self.operands: list[Instruction] = list(operands)
+        for operand in self.operands:  # `append_operand`'s bookkeeping, without a call per operand
+            operand.users[self] = None
 
     def __repr__(self) -> str:
         return f"<Instruction %{self.name} = {self.opcode}>"
@@ -127,6 +127,16 @@ class Instruction:
         self.operands = [new if op is old else op for op in self.operands]
         old.users.pop(self, None)
         new.users[self] = None
+        self._edited()
+
+    def replace_operands(self, replacements: dict[Instruction, Instruction]) -> None:
+        """`replace_operand` for each pair at once (each operand mapped once, not in turn): one new operand list,
+        one edit."""
+        self.operands = [replacements.get(op, op) for op in self.operands]
+        for old in replacements:
+            old.users.pop(self, None)
+        for new in replacements.values():
+            new.users[self] = None
         self._edited()
 
     def set_shape(self, shape: Shape) -> None:
@@ -529,7 +539,7 @@ class Module:
         """A module-wide fresh name ``prefix.N`` (XLA's NameUniquer style), deterministic."""
         if self._names is None:  # the names taken, read once: each base's next N comes from them when first asked
             self._names = {}
-            self._taken = "\n" + "\n".join(i.name for i in self.instructions()) + "\n"
+            self._taken = "\n" + "\n".join([i.name for c in self.computations for i in c.instructions]) + "\n"
         base = _name_parts(prefix)[0]
         counter = self._names.get(base)
         if counter is None:
@@ -537,6 +547,17 @@ class Module:
         name = f"{base}.{counter}" if counter else base
         self._names[base] = counter + 1
         return name
+
+    def unique_names(self, prefix: str) -> Iterator[str]:
+        """`unique_name(prefix)` for each name taken, sharing its numbering: a pass making thousands of names
+        of one base looks the base up once."""
+        yield self.unique_name(prefix)
+        base, names = _name_parts(prefix)[0], self._names
+        assert names is not None  # set by the first name
+        while True:
+            counter = names[base]
+            names[base] = counter + 1
+            yield f"{base}.{counter}"
 
     def clone(self) -> Module:
         """A deep copy: new computations and instructions, the (immutable) shapes and literals shared, so

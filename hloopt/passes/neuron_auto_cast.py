@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -71,6 +72,8 @@ LISTED = ACCUMULATING | frozenset(
 )
 #: Opcodes that call computations.
 _CALLING = frozenset(row.name for row in ROWS if row.callees)
+#: The opcodes `_callers` collects.
+_WALKED = _CALLING | ACCUMULATING
 
 
 @dataclass(frozen=True)
@@ -108,13 +111,22 @@ def _types(shape: Shape | None) -> frozenset[str]:
 _ONE_TYPE = {name: frozenset((name,)) for name in ("f32", "bf16", "f16", "s32", "pred")}
 
 
-def _callers(module: Module) -> dict[Computation, list[Instruction]]:
+def _callers(module: Module) -> tuple[dict[Computation, list[Instruction]], dict[Computation, list[Instruction]]]:
+    """The callers of each computation, and each computation's accumulating ops: one walk of the module."""
     found: dict[Computation, list[Instruction]] = {}
-    for instruction in module.instructions():
-        if instruction.opcode in _CALLING:  # the opcode table's callees: no other op's attributes name one
-            for callee in instruction.called_computations():
-                found.setdefault(callee, []).append(instruction)
-    return found
+    accumulating: dict[Computation, list[Instruction]] = {}
+    for computation in module.computations:
+        own: list[Instruction] = []
+        accumulating[computation] = own
+        for instruction in computation.instructions:
+            if instruction.opcode not in _WALKED:  # most ops: one test
+                continue
+            if instruction.opcode in ACCUMULATING:
+                own.append(instruction)
+            if instruction.opcode in _CALLING:  # the opcode table's callees: no other op's attributes name one
+                for callee in instruction.called_computations():
+                    found.setdefault(callee, []).append(instruction)
+    return found, accumulating
 
 
 def auto_cast_plan(module: Module, options: NeuronAutoCast) -> dict[Instruction, Decision]:
@@ -137,10 +149,10 @@ def _plan(
     most of a module, whose reasons only ``hloopt dtypes`` reads.
     """
     shapes = ShapeResolver(module)
-    callers = _callers(module)
+    callers, accumulating = _callers(module)
     complete = complete or options.mode == "all"
-    free = _free_reducers(callers)
-    fused = {callee for callee, found in callers.items() if any(c.opcode == "fusion" for c in found)}
+    calls = _Calls(callers)
+    matmult = options.mode == "matmult"
     plan: dict[Instruction, Decision] = {}
     inherited: Inheritance = {}
     held = _held(module, shapes) if options.mode == "all" else {}
@@ -149,27 +161,26 @@ def _plan(
         kept = _kept_by_callers(found, held, inherited) if options.mode == "all" else None
         inherited[computation] = kept or _inherited(found, plan, inherited)
         if not complete and inherited[computation] is None:  # most computations: their accumulations only
-            for instruction in computation.instructions:
-                if instruction.opcode in ACCUMULATING and _may_change(instruction, shapes, options):
-                    plan[instruction] = _decide(instruction, shapes, options, None, free, fused)
+            for instruction in accumulating[computation]:
+                if (matmult and instruction.opcode in MATMUL) or _low_precision(instruction, shapes):
+                    plan[instruction] = _decide(instruction, shapes, options, None, calls)
             continue
         for instruction in computation.instructions:
             if instruction in held:
                 plan[instruction] = held[instruction]
             elif instruction.opcode == "parameter":
                 if options.mode == "all" and computation.is_entry and "f32" in _types(shapes(instruction)):
-                    plan[instruction] = Decision(reason="io")
+                    plan[instruction] = _IO
             elif instruction.opcode in LISTED:
-                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], free, fused)
+                plan[instruction] = _decide(instruction, shapes, options, inherited[computation], calls)
     return plan, inherited
 
 
-def _may_change(instruction: Instruction, shapes: ShapeResolver, options: NeuronAutoCast) -> bool:
-    """Outside ``all`` mode, whether `_decide` could change an accumulating op that inherits nothing: a dot or
-    convolution under ``matmult``, or one of low-precision values (the rest are left out of the pass's plan)."""
-    if options.mode == "matmult" and instruction.opcode in MATMUL:
-        return True
-    result = _types(shapes(instruction))
+def _low_precision(instruction: Instruction, shapes: ShapeResolver) -> bool:
+    """Whether an op's result is low-precision floats only: outside ``all`` mode, what `_decide` can change of an
+    accumulating op that inherits nothing, besides a dot or convolution under ``matmult`` (the rest are left out
+    of the pass's plan)."""
+    result = _types(instruction.shape or shapes(instruction))
     return bool(result) and result <= LOW_PRECISION
 
 
@@ -179,11 +190,11 @@ def _inherited(
     """What a computation's ops take from their callers: stamped, accumulating in F32, or nothing."""
     if not callers:
         return None
-    decisions = [plan.get(c) or _from_parent(c, inherited) or Decision(reason="not-covered") for c in callers]
+    decisions = [plan.get(c) or _from_parent(c, inherited) or _NOT_COVERED for c in callers]
     if all(stamped(c) or d.reason == "stamped" for c, d in zip(callers, decisions)):
-        return Decision(reason="stamped")
+        return _STAMPED
     if all(d.accumulate_f32 for d in decisions):
-        return Decision(accumulate_f32=True)
+        return _ACCUMULATING
     return None
 
 
@@ -237,11 +248,20 @@ _ACCUMULATING = Decision(accumulate_f32=True)
 _PER_STEP = Decision(per_step=True)
 _BUFFER = Decision(reason="buffer")
 _UNKNOWN_SHAPE = Decision(reason="unknown-shape")
+_IO = Decision(reason="io")
+#: The decisions that cast, made once: a module's ops share a handful (a frozen dataclass is slow to make).
+_CASTS = {
+    (cast, accumulate_f32, per_step): Decision(cast, accumulate_f32, per_step=per_step)
+    for cast in get_args(AutoCastType)
+    for accumulate_f32 in (False, True)
+    for per_step in (False, True)
+}
 #: Reasons an op keeps its types under ``all`` with converts at its edges.
 _PINNING = frozenset(("stamped", "io", "buffer", "unknown-shape"))
 #: Reasons a computation keeps its types under ``all`` whatever its own ops are.
 _KEEPING = frozenset(("not-covered", "buffer", "unknown-shape"))
 _F32 = frozenset(("f32",))
+_TWO_F32 = [_F32, _F32]
 
 
 def _decide(
@@ -249,27 +269,27 @@ def _decide(
     shapes: ShapeResolver,
     options: NeuronAutoCast,
     inherited: Decision | None,
-    free: set[Computation],
-    fused: set[Computation],
+    calls: _Calls,
 ) -> Decision:
-    result = _types(shapes(instruction))
-    operands = [_types(shapes(o)) for o in instruction.operands]
-    every = result.union(*operands)
-    if every.isdisjoint(FLOAT_TYPES):
+    result = _types(instruction.shape or shapes(instruction))  # the resolver when the text left the shape out
+    operands = [_types(o.shape or shapes(o)) for o in instruction.operands]
+    if result.isdisjoint(FLOAT_TYPES) and all(o.isdisjoint(FLOAT_TYPES) for o in operands):
         return _INTEGER
     if stamped(instruction):
         return _STAMPED
     if inherited is not None:
         return inherited
     opcode = instruction.opcode
+    if options.mode == "matmult" and opcode in MATMUL and result == _F32 and operands[:2] == _TWO_F32:
+        return _CASTS[options.type, False, False]
     accumulates = (
-        options.accumulate == "f32" and opcode in ACCUMULATING and free.issuperset(instruction.called_computations())
+        options.accumulate == "f32"
+        and opcode in ACCUMULATING
+        and (opcode not in _CALLING or calls.free.issuperset(instruction.called_computations()))
     )
-    native = options.accumulate == "native" and opcode == "reduce" and _steps_writable(instruction, shapes, fused)
-    if options.mode == "all" and "f32" in every and not is_boundary(instruction, shapes):
-        return Decision(options.type, accumulates, per_step=native)
-    if options.mode == "matmult" and opcode in MATMUL and result == _F32 and all(t == _F32 for t in operands[:2]):
-        return Decision(options.type)
+    native = options.accumulate == "native" and opcode == "reduce" and _steps_writable(instruction, shapes, calls.fused)
+    if options.mode == "all" and "f32" in result.union(*operands) and not is_boundary(instruction, shapes):
+        return _CASTS[options.type, accumulates, native]
     if accumulates and result and result <= LOW_PRECISION:
         return _ACCUMULATING
     if native and result and result <= LOW_PRECISION:
@@ -289,6 +309,23 @@ def holds_buffer(shape: Shape | None) -> bool:
     if isinstance(shape, TupleShape):
         return any(holds_buffer(element) for element in shape.elements)
     return isinstance(shape, BufferShape)
+
+
+class _Calls:
+    """Who calls each computation, and what `_decide` reads of that, found when first read: most of a
+    module's decisions read neither (a module's shared reducer has thousands of callers)."""
+
+    def __init__(self, callers: dict[Computation, list[Instruction]]) -> None:
+        self.callers = callers
+
+    @cached_property
+    def free(self) -> set[Computation]:
+        return _free_reducers(self.callers)
+
+    @cached_property
+    def fused(self) -> set[Computation]:
+        """Computations a fusion calls."""
+        return {callee for callee, found in self.callers.items() if any(c.opcode == "fusion" for c in found)}
 
 
 def _free_reducers(callers: dict[Computation, list[Instruction]]) -> set[Computation]:
@@ -321,7 +358,7 @@ class NeuronAutoCast(HloPass):
         provenance: list[tuple[str, str]] = []
         storage = STORAGE[self.type]
         if self.mode == "matmult":
-            provenance += _cast_matmul_operands(changing, storage, ShapeResolver(module))
+            provenance += _cast_matmul_operands(module, changing, storage)
         elif self.mode == "all" and storage is not None:
             provenance += _cast_all(module, plan, inherited, storage) + _engines_in_f32(module, plan, storage)
         elif self.mode == "all":
@@ -357,10 +394,8 @@ def _stamp(
     instruction.set_attributes(instruction.attributes | {"frontend_attributes": stamp}, merged=True)
 
 
-def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage: str | None) -> Instruction:
-    """`value` as the auto-cast type: a convert, or (tf32) the float32r cast as HLO."""
-    if storage is not None:
-        return builder.convert(value, packed_size_dropped(shape, storage))
+def _tf32_cast(builder: Builder, value: Instruction, shape: ArrayShape) -> Instruction:
+    """`value` rounded to tf32, which has no HLO element type: the float32r cast as HLO."""
     result = device_cast(builder, value, shape, TF32_DTYPE, DEFAULT_FP8_CONFIG)
     for made in builder.created:  # the cast's own float ops (its NaN test and select) are not re-cast
         if listed(made) and "f32" in _types(made.shape).union(*(_types(o.shape) for o in made.operands)):
@@ -369,25 +404,46 @@ def _cast_value(builder: Builder, value: Instruction, shape: ArrayShape, storage
 
 
 def _cast_matmul_operands(
-    changing: dict[Instruction, Decision], storage: str | None, shapes: ShapeResolver
+    module: Module, changing: dict[Instruction, Decision], storage: str | None
 ) -> list[tuple[str, str]]:
     """Each cast dot's and convolution's two operands cast (one cast per operand and computation), read as they
     are: the op keeps its F32 result, as the matrix engine writes it. XLA's CPU refuses some bf16 × bf16 → f32
-    dots (DotThunk); cpu-runnable widens their operands when a module is to run there, which is exact."""
+    dots (DotThunk); cpu-runnable widens their operands when a module is to run there, which is exact.
+
+    A cast to a storage type is one ``convert`` put in place here, without a `Builder` (a module's dots make
+    tens of thousands: the builder's own cost was a third of the pass's); tf32's is `_tf32_cast`'s ops."""
     made: dict[Instruction, Instruction] = {}
+    narrowed: dict[int, tuple[Shape, ArrayShape]] = {}
+    shapes = ShapeResolver(module)
+    names = module.unique_names("convert")
     provenance: list[tuple[str, str]] = []
     for instruction, decision in reversed(changing.items()):
         if decision.cast is None:
             continue
-        for operand in dict.fromkeys(instruction.operands[:2]):
-            if operand not in made:
-                shape = shapes(operand)  # the text may leave it out
+        casts: dict[Instruction, Instruction] = {}
+        for operand in instruction.operands[:2]:
+            narrow = made.get(operand)
+            if narrow is None:
+                shape = operand.shape or shapes(operand)  # the text may leave it out
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
-                builder = Builder.after(operand)  # before every user, whichever comes first
-                narrow = _cast_value(builder, operand, shape, storage)
+                computation = operand.parent
+                assert computation is not None
+                if storage is None:
+                    builder = Builder.after(operand)  # before every user, whichever comes first
+                    narrow = _tf32_cast(builder, operand, shape)
+                    provenance += provenance_of(instruction, builder.created)
+                else:
+                    seen = narrowed.get(id(shape))  # by identity: the parser shares equal shapes, and hashing
+                    if seen is None:  # one costs as much as the rest here; the entry keeps its id the shape's
+                        seen = narrowed[id(shape)] = (shape, packed_size_dropped(shape, storage))
+                    to = seen[1]
+                    name = next(names)
+                    narrow = Instruction(name, "convert", to, (operand,), written_order=False)
+                    computation.insert_after(operand, narrow)
+                    provenance.append((name, instruction.name))
                 made[operand] = narrow
-                provenance += provenance_of(instruction, builder.created)
-            instruction.replace_operand(operand, made[operand])
+            casts[operand] = narrow
+        instruction.replace_operands(casts)
     return provenance
 
 
@@ -460,12 +516,12 @@ def _round_all(module: Module, plan: dict[Instruction, Decision]) -> list[tuple[
                     continue
                 if operand not in rounded:
                     builder = Builder.before(instruction)
-                    rounded[operand] = _cast_value(builder, operand, _array(operand), None)
+                    rounded[operand] = _tf32_cast(builder, operand, _array(operand))
                     provenance += provenance_of(instruction, builder.created)
                 instruction.replace_operand(operand, rounded[operand])
             if _f32_array(instruction):
                 builder = Builder.after(instruction)
-                result = _cast_value(builder, instruction, _array(instruction), None)
+                result = _tf32_cast(builder, instruction, _array(instruction))
                 _redirect(computation, instruction, result, builder.created)
                 finished.add(result)
                 provenance += provenance_of(instruction, builder.created)

@@ -83,3 +83,33 @@ def test_each_base_reads_the_names_taken_when_the_first_fresh_name_was_made() ->
                 counter = table.get(base, 0)
                 assert module.unique_name(prefix) == (f"{base}.{counter}" if counter else base), (names, prefix)
                 table[base] = counter + 1
+
+
+def test_unique_names_share_the_numbering_of_unique_name() -> None:
+    """Names drawn from `unique_names` and from `unique_name` interleave as one sequence per base, whichever
+    comes first, and an iterator not yet drawn from takes no name."""
+    for prefix, first in (("convert", "convert.1"), ("convert.7", "convert.1"), ("fresh", "fresh")):
+        module = parse(TEXT, "m.hlo")
+        names = module.unique_names(prefix)
+        module.unique_names("unused")
+        base = _name_parts(prefix)[0]
+        drawn = [next(names), module.unique_name(prefix), next(names), next(names), module.unique_name(base)]
+        number = 0 if first == base else 1
+        assert drawn == [first, *(f"{base}.{number + k}" for k in range(1, 5))], prefix
+        assert module.unique_name("unused") == "unused"
+
+
+def test_replace_operands_is_replace_operand_for_each_pair() -> None:
+    """Every use of each replaced operand changes (repeated uses too) to what the mapping gives it, the users
+    follow, and one edit counts."""
+    module = parse(
+        "HloModule m\n\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  c = f32[] parameter(2)\n"
+        "  ROOT t = (f32[], f32[], f32[]) tuple(a, b, a)\n}\n",
+        "m.hlo",
+    )
+    a, b, c, t = module.entry.instructions
+    before = module.entry.edits
+    t.replace_operands({b: a, a: c})  # at once: a's use from b is not then replaced by c
+    assert t.operands == [c, a, c]
+    assert t in a.users and t not in b.users and t in c.users
+    assert module.entry.edits == before + 1
