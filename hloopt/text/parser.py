@@ -534,6 +534,9 @@ class _Parse:
         #: The attributes of each run read so far that makes up the rest of its line, is canonical and names
         #: nothing, by that text (`_add_attributes`): the instructions one jax operation lowers to share theirs.
         self._runs: dict[str, dict[str, AttributeValue]] = {}
+        #: The short literals checked so far, by their shape's id and their text (`_build`): `f32[] constant(1)`
+        #: recurs, and the same text checks the same against the same shape.
+        self._literals: set[tuple[int, str]] = set()
         #: Characters handed to Lark by sub-parses: what a deep nesting must keep about linear in the text
         #: (`tests/text/test_deep_nesting.py` reads it).
         self.lexed = 0
@@ -1054,10 +1057,15 @@ class _Parse:
                 raise self.error(opcode_pos, "constant needs a shape")
             text, start, end = literal_text.text, literal_text.start, literal_text.end
             literal = Literal(shape, text=text) if end is None else Literal.in_source(shape, text, start, end)
-            try:
-                literal.check()
-            except LiteralError as err:
-                raise self.error(literal_text.offset + err.offset, str(err)) from None
+            # Shapes are interned for the parse, so a short literal is known by its shape's id and its text.
+            known = None if literal.is_large else (id(shape), literal.text)
+            if known is None or known not in self._literals:
+                try:
+                    literal.check()
+                except LiteralError as err:
+                    raise self.error(literal_text.offset + err.offset, str(err)) from None
+                if known is not None:
+                    self._literals.add(known)
         elif isinstance(arguments, int):
             parameter_number = arguments
         elif opcode == "parameter":
