@@ -634,6 +634,9 @@ class _Parse:
             return
         at = offset + lead + 1
         if _PRINTED_PARAMETERS.fullmatch(inner):
+            known = self.shapes.get  # most shapes were read before: no offset, match object or call for them
+            if all(map(known, _PRINTED_PARAMETER_SHAPE.findall(inner))):
+                return
             for shape in _PRINTED_PARAMETER_SHAPE.finditer(inner):
                 self.shapes.read(shape.group(1), at + shape.start(1))
             return

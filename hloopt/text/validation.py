@@ -118,6 +118,8 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
             plan = _plan(instruction.opcode, tuple(attributes))
             for check in plan.first:
                 check(instruction)
+            if plan.arity is not None and len(instruction.operands) != plan.arity:
+                _check_arity(instruction, plan.arity)
             if shape is None:
                 _check_inferred(instruction)
             if plan.custom_call:
@@ -180,6 +182,9 @@ class _Plan:
     `maps`. Worked out once per such pair: most instructions repeat one."""
 
     first: tuple[Callable[[Instruction], None], ...]
+    #: The opcode's fixed operand count, checked after `first` (which say more: `reshape` without its operand)
+    #: in `validate`'s loop, with no call.
+    arity: int | None
     custom_call: bool
     then: tuple[Callable[[Instruction], None], ...]
     maps: tuple[str, ...]
@@ -195,23 +200,21 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
     try:
         base, suffix = base_opcode(opcode)
     except KeyError:
-        return _Plan((partial(_refuse, f"unknown opcode {opcode}", None),), False, (), ())
+        return _Plan((partial(_refuse, f"unknown opcode {opcode}", None),), None, False, (), ())
     allowed = allowed_attributes(opcode)
     unexpected = [key for key in keys if key not in allowed]
     if unexpected:
         message = f'unexpected attribute "{unexpected[0]}". Allowed attributes: {", ".join(sorted(allowed))}'
-        return _Plan((partial(_refuse, message, unexpected[0]),), False, (), ())
+        return _Plan((partial(_refuse, message, unexpected[0]),), None, False, (), ())
     missing = [key for key in sorted(required_attributes(opcode)) if key not in keys]
     if missing:
-        return _Plan((partial(_refuse, f"attribute {missing[0]} is expected but not seen", None),), False, (), ())
+        return _Plan((partial(_refuse, f"attribute {missing[0]} is expected but not seen", None),), None, False, (), ())
     own = suffix in (None, "-start")  # an op's own checks: on it, and on the sugar start that wraps it
     arity = BY_NAME[base].arity if suffix is None else None
     first: list[Callable[[Instruction], None]] = (
         [_check_parameter_replication] if "parameter_replication" in keys else []
     )
     first.extend(_CHECKS.get(base, ()) if own else ())
-    if arity is not None:  # after the opcode's own, which say more (`reshape` without its operand)
-        first.append(partial(_check_arity, arity=arity))
     then = [partial(_check_value_syntax, key=key) for key in keys if key in _VALUE_SYNTAX]
     then += [check for key, check in _KEYED_CHECKS if key in keys]
     if base in ASYNC_WRAPPERS or suffix is not None:
@@ -219,7 +222,7 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
     if "result_accuracy" in keys:
         then.append(_check_result_accuracy)
     maps = tuple(key for key in keys if key in _MAP_CHECKS)  # in text order, as XLA's parser reads them
-    return _Plan(tuple(first), own and base == "custom-call", tuple(then), maps)
+    return _Plan(tuple(first), arity, own and base == "custom-call", tuple(then), maps)
 
 
 def _check_tuple(instruction: Instruction) -> None:
