@@ -1317,9 +1317,25 @@ class _Parse:
         return self.assembly.module(header.name, header.attributes, stack_frames)
 
 
-#: A character XLA's lexer refuses outside strings and comments: not printable ASCII, space, tab, CR or LF.
-#: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
-_FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
+#: The characters XLA's lexer reads outside strings and comments, as bytes: printable ASCII, space, tab, CR and LF
+#: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``). Any other is foreign.
+_READ_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\r"
+#: How much of a text `_has_foreign` encodes at a time: a bounded copy (a constant may be a gigabyte), in the cache.
+_FOREIGN_CHUNK = 1 << 16
+
+
+def _has_foreign(text: str) -> bool:
+    """Whether `text` has a foreign character. A non-ASCII text has one; an ASCII one is searched as bytes, a
+    chunk at a time: `bytes.translate` deletes the characters XLA reads, in a seventh of the time a regex's
+    search for the others takes (it steps through a character class once per character)."""
+    if not text.isascii():
+        return True
+    return any(
+        text[at : at + _FOREIGN_CHUNK].encode("ascii").translate(None, _READ_BYTES)
+        for at in range(0, len(text), _FOREIGN_CHUNK)
+    )
+
+
 #: What XLA's lexer reads past whole (strings and comments, where any character goes), the start of a
 #: `backend_config={` (group 1: XLA reads a JSON config as raw text), the start of `frontend_attributes={`
 #: (group 3), or a foreign character (group 2); plain characters match nothing, so `search` skips them
@@ -1365,7 +1381,7 @@ def _lexer_refusal(text: str) -> tuple[int, str] | None:
     Two C-speed searches answer for the common text; only a text with some such character or escape (in a
     string or comment, say: metadata may hold any) is walked, one string or comment at a time.
     """
-    foreign, escape = _FOREIGN.search(text) is not None, "\\" in text and _bad_escape(text)
+    foreign, escape = _has_foreign(text), "\\" in text and _bad_escape(text)
     if not (foreign or escape):
         return None
     token = _LEXED.search(text)
