@@ -36,7 +36,7 @@ _PREDECESSORS = re.compile(r"\{\s*%?[A-Za-z_][\w.\-]*(?:\s*,\s*%?[A-Za-z_][\w.\-
 #: An operand as written: its name, its name with the shape text it declares, or a nested instruction.
 OperandItem = str | tuple[str, str] | Instruction
 #: An instruction's operand items, its control-predecessors text (if any) and its argument list's offset.
-Pending = tuple[list[OperandItem], str | None, int]
+Pending = tuple[Sequence[OperandItem], str | None, int]
 
 
 class Scope:

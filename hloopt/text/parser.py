@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from importlib import resources
@@ -799,7 +799,7 @@ class _Parse:
         opcode_pos = head_pos + match.end() + opcode_match.start(1)
         return match.group(1), match.group(2), shape_text or None, shape_pos, opcode_match.group(1), opcode_pos
 
-    def _arguments(self, opcode: str, body: str, start: int) -> list[OperandItem] | int:
+    def _arguments(self, opcode: str, body: str, start: int) -> Sequence[OperandItem] | int:
         """What stands between `opcode(` and `)` (at `start` in the text), a constant's literal apart: operands or a parameter number.
 
         A parameter's number written plainly comes back as the int.
@@ -814,7 +814,7 @@ class _Parse:
             self._check_parameter_comma(body, start)
         if "[" not in body:
             if _PRINTED_NAMES.fullmatch(body):  # XLA's `%a, %b`: split, not found name by name
-                return cast("list[OperandItem]", body[1:].split(", %"))
+                return body[1:].split(", %")
             if _NAMES.fullmatch(body):
                 return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
@@ -1046,7 +1046,7 @@ class _Parse:
         shape: Shape | None,
         opcode: str,
         opcode_pos: int,
-        arguments: list[OperandItem] | int,
+        arguments: Sequence[OperandItem] | int,
         args_pos: int,
         literal_text: _LiteralText | None = None,
     ) -> Instruction:
@@ -1054,7 +1054,7 @@ class _Parse:
         and an int `arguments` a parameter's number."""
         literal: Literal | None = None
         parameter_number: int | None = None
-        operands: list[OperandItem] = []
+        operands: Sequence[OperandItem] = ()
         if literal_text is not None:
             if shape is None:
                 raise self.error(opcode_pos, "constant needs a shape")
