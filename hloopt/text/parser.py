@@ -755,10 +755,13 @@ class _Parse:
             literal = _LiteralText(self.text, base + start, base + start, base + end)
             instruction = self._build(name, shape, opcode, opcode_pos, [], args_pos, literal)
         else:
-            body = text[args_start : args_end - 1]
-            instruction = self._build(
-                name, shape, opcode, opcode_pos, self._arguments(opcode, body, args_pos), args_pos
+            # XLA's `%a, %b` is matched where it stands and split; any other list is read from its copy.
+            arguments = (
+                text[args_start + 1 : args_end - 1].split(", %")
+                if _PRINTED_NAMES.fullmatch(text, args_start, args_end - 1)
+                else self._arguments(opcode, text[args_start : args_end - 1], args_pos)
             )
+            instruction = self._build(name, shape, opcode, opcode_pos, arguments, args_pos)
         self.locations.instructions[instruction] = head_pos
         # XLA's print of an instruction without attributes: the next line follows; no attribute regex is tried.
         end = (
@@ -800,7 +803,8 @@ class _Parse:
         return match.group(1), match.group(2), shape_text or None, shape_pos, opcode_match.group(1), opcode_pos
 
     def _arguments(self, opcode: str, body: str, start: int) -> Sequence[OperandItem] | int:
-        """What stands between `opcode(` and `)` (at `start` in the text), a constant's literal apart: operands or a parameter number.
+        """What stands between `opcode(` and `)` (at `start` in the text), a constant's literal and XLA's `%a, %b`
+        apart (`_arguments_and_attributes`): operands or a parameter number.
 
         A parameter's number written plainly comes back as the int.
         Operands come back as a bare name, a (name, declared shape text) pair, or a
@@ -812,11 +816,8 @@ class _Parse:
             return int(number)
         if opcode == "parameter" and "," in body:
             self._check_parameter_comma(body, start)
-        if "[" not in body:
-            if _PRINTED_NAMES.fullmatch(body):  # XLA's `%a, %b`: split, not found name by name
-                return body[1:].split(", %")
-            if _NAMES.fullmatch(body):
-                return _OPERAND_NAME.findall(body)
+        if "[" not in body and _NAMES.fullmatch(body):
+            return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1, opcode)
