@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from itertools import chain
 
 from hloopt.errors import HloParseError
 from hloopt.ir.async_form import unwrap_sugar
@@ -163,17 +164,29 @@ class Assembly:
 
         The parser places each instruction of a body as soon as it is read: errors come in text
         order, as XLA reports them, and nothing waits in `pending` (a body can hold a million).
-        Nested operands are placed from an explicit stack, not by recursion: XLA reads them
-        1,024 deep (`splitting.MAX_OPERAND_NESTING`).
+        The common operand, a plain name already defined, is resolved here without a call; from the
+        first other one on, `_place_rest` goes on.
         """
-        stack = [(instruction, iter(self.pending[instruction][0]))]
+        defined, operands = scope.defined, instruction.operands
+        items = iter(self.pending[instruction][0])
+        for item in items:
+            if type(item) is str and "#" not in item and (operand := defined.get(item)) is not None:
+                operands.append(operand)  # `append_operand`, without a call
+                operand.users[instruction] = None
+                continue
+            self._place_rest(instruction, computation, scope, chain((item,), items))
+            return
+        self._define(instruction, computation, scope)
+
+    def _place_rest(
+        self, instruction: Instruction, computation: Computation, scope: Scope, items: Iterator[OperandItem]
+    ) -> None:
+        """`place` from operand `items` on: nested operands are placed from an explicit stack, not by
+        recursion (XLA reads them 1,024 deep: `splitting.MAX_OPERAND_NESTING`)."""
+        stack = [(instruction, items)]
         while stack:
             current, items = stack[-1]
-            defined = scope.defined
             for item in items:  # an iterator: after a nested operand is placed, its list goes on from there
-                if type(item) is str and "#" not in item and (operand := defined.get(item)) is not None:
-                    current.append_operand(operand)  # the common operand: a plain name, already defined
-                    continue
                 if isinstance(item, Instruction):
                     stack.append((item, iter(self.pending[item][0])))
                     break
