@@ -43,8 +43,9 @@ Pending = tuple[Sequence[OperandItem], str | None, int]
 class Scope:
     """One computation's names while it is read.
 
-    `defined` holds the names the text gave; `taken` every name in use, including those of the
-    get-tuple-elements that XLA 0.11+'s compact operands (``%p#1``) stand for. XLA names such a
+    `defined` holds the names the text gave; `taken` the other names in use (a name in use is in one or
+    the other; most are only in `defined`, with no set to add them to): those of the get-tuple-elements
+    that XLA 0.11+'s compact operands (``%p#1``) stand for, and the names given instead. XLA names such a
     get-tuple-element ``p_1`` (``p_1_0`` for ``%p#1#0``), uniquified by a ``.N`` suffix, reuses
     it for every later use, and renames a later instruction that wants its name the same way.
     """
@@ -59,12 +60,15 @@ class Scope:
 
     def fresh(self, name: str) -> str:
         """`name`, or ``name.N`` with the smallest N not in use."""
-        if name not in self.taken:
+        if not self.in_use(name):
             return name
         number = 1
-        while f"{name}.{number}" in self.taken:
+        while self.in_use(f"{name}.{number}"):
             number += 1
         return f"{name}.{number}"
+
+    def in_use(self, name: str) -> bool:
+        return name in self.defined or name in self.taken
 
 
 class Assembly:
@@ -242,8 +246,8 @@ class Assembly:
             raise self._fail(message, instruction, computation)
         if written in scope.taken:  # a compact operand's get-tuple-element has the name
             instruction.name = scope.fresh(written)
+            scope.taken.add(instruction.name)
         scope.defined[written] = instruction
-        scope.taken.add(instruction.name)
         computation.append(instruction)
         if instruction in self._roots:
             if scope.root is not None:
