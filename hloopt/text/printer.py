@@ -196,7 +196,10 @@ def _signature(computation: Computation, texts: _Texts) -> str:
     shapes = [p.shape for p in params if p.shape is not None]
     if root is None or root.shape is None or len(shapes) != len(params):
         return ""
-    listed = ", ".join([f"{p.name}: {_shape_text(shape, texts, False)}" for p, shape in zip(params, shapes)])
+    spelled = texts.without_layout  # a known shape's text looked up without a call, as in `_head_and_tail`
+    listed = ", ".join(
+        [f"{p.name}: {spelled.get(id(shape)) or _shape_text(shape, texts, False)}" for p, shape in zip(params, shapes)]
+    )
     return f" ({listed}) -> {_shape_text(root.shape, texts, False)}"
 
 
