@@ -99,6 +99,7 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
         _check_frontend_attributes(value, "frontend_attributes")
     checked_shapes: set[int] = set()
     checked_maps: set[tuple[str, str]] = set()
+    checked_literals: set[tuple[int, str]] = set()
     for computation in module.computations:
         numbers: dict[int, Instruction] = {}
         for instruction in computation.instructions:
@@ -144,7 +145,7 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
                         raise _fail(instruction, issue.message, key) from None
                     checked_maps.add((key, text))
             if instruction.literal is not None:
-                _check_literal(instruction)
+                _check_literal(instruction, checked_literals)
         _check_parameter_numbers(numbers)
 
 
@@ -1763,11 +1764,18 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
 }
 
 
-def _check_literal(instruction: Instruction) -> None:
-    """Brace nesting of a constant (its counts and values were checked as it was parsed)."""
+def _check_literal(instruction: Instruction, checked: set[tuple[int, str]]) -> None:
+    """Brace nesting of a constant (its counts and values were checked as it was parsed). A short literal is
+    checked once per shape and text, which are in `checked` once they are (the parser's literals hold their
+    text; shapes are interned, and alive while the module is validated: their ids name them)."""
     literal = instruction.literal
     assert literal is not None
+    known = None if literal.is_large else (id(literal.shape), literal.text)
+    if known is not None and known in checked:
+        return
     try:
         literal.check_nesting()
     except LiteralError as err:
         raise _fail(instruction, str(err)) from None
+    if known is not None:
+        checked.add(known)
