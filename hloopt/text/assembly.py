@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from itertools import chain
 
 from hloopt.errors import HloParseError
 from hloopt.ir.async_form import unwrap_sugar
@@ -36,14 +37,15 @@ _PREDECESSORS = re.compile(r"\{\s*%?[A-Za-z_][\w.\-]*(?:\s*,\s*%?[A-Za-z_][\w.\-
 #: An operand as written: its name, its name with the shape text it declares, or a nested instruction.
 OperandItem = str | tuple[str, str] | Instruction
 #: An instruction's operand items, its control-predecessors text (if any) and its argument list's offset.
-Pending = tuple[list[OperandItem], str | None, int]
+Pending = tuple[Sequence[OperandItem], str | None, int]
 
 
 class Scope:
     """One computation's names while it is read.
 
-    `defined` holds the names the text gave; `taken` every name in use, including those of the
-    get-tuple-elements that XLA 0.11+'s compact operands (``%p#1``) stand for. XLA names such a
+    `defined` holds the names the text gave; `taken` the other names in use (a name in use is in one or
+    the other; most are only in `defined`, with no set to add them to): those of the get-tuple-elements
+    that XLA 0.11+'s compact operands (``%p#1``) stand for, and the names given instead. XLA names such a
     get-tuple-element ``p_1`` (``p_1_0`` for ``%p#1#0``), uniquified by a ``.N`` suffix, reuses
     it for every later use, and renames a later instruction that wants its name the same way.
     """
@@ -58,12 +60,15 @@ class Scope:
 
     def fresh(self, name: str) -> str:
         """`name`, or ``name.N`` with the smallest N not in use."""
-        if name not in self.taken:
+        if not self.in_use(name):
             return name
         number = 1
-        while f"{name}.{number}" in self.taken:
+        while self.in_use(f"{name}.{number}"):
             number += 1
         return f"{name}.{number}"
+
+    def in_use(self, name: str) -> bool:
+        return name in self.defined or name in self.taken
 
 
 class Assembly:
@@ -163,17 +168,29 @@ class Assembly:
 
         The parser places each instruction of a body as soon as it is read: errors come in text
         order, as XLA reports them, and nothing waits in `pending` (a body can hold a million).
-        Nested operands are placed from an explicit stack, not by recursion: XLA reads them
-        1,024 deep (`splitting.MAX_OPERAND_NESTING`).
+        The common operand, a plain name already defined, is resolved here without a call; from the
+        first other one on, `_place_rest` goes on.
         """
-        stack = [(instruction, iter(self.pending[instruction][0]))]
+        defined, operands = scope.defined, instruction.operands
+        items = iter(self.pending[instruction][0])
+        for item in items:
+            if type(item) is str and "#" not in item and (operand := defined.get(item)) is not None:
+                operands.append(operand)  # `append_operand`, without a call
+                operand.users[instruction] = None
+                continue
+            self._place_rest(instruction, computation, scope, chain((item,), items))
+            return
+        self._define(instruction, computation, scope)
+
+    def _place_rest(
+        self, instruction: Instruction, computation: Computation, scope: Scope, items: Iterator[OperandItem]
+    ) -> None:
+        """`place` from operand `items` on: nested operands are placed from an explicit stack, not by
+        recursion (XLA reads them 1,024 deep: `splitting.MAX_OPERAND_NESTING`)."""
+        stack = [(instruction, items)]
         while stack:
             current, items = stack[-1]
-            defined = scope.defined
             for item in items:  # an iterator: after a nested operand is placed, its list goes on from there
-                if type(item) is str and "#" not in item and (operand := defined.get(item)) is not None:
-                    current.append_operand(operand)  # the common operand: a plain name, already defined
-                    continue
                 if isinstance(item, Instruction):
                     stack.append((item, iter(self.pending[item][0])))
                     break
@@ -229,8 +246,8 @@ class Assembly:
             raise self._fail(message, instruction, computation)
         if written in scope.taken:  # a compact operand's get-tuple-element has the name
             instruction.name = scope.fresh(written)
+            scope.taken.add(instruction.name)
         scope.defined[written] = instruction
-        scope.taken.add(instruction.name)
         computation.append(instruction)
         if instruction in self._roots:
             if scope.root is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from importlib import resources
@@ -534,6 +534,9 @@ class _Parse:
         #: The attributes of each run read so far that makes up the rest of its line, is canonical and names
         #: nothing, by that text (`_add_attributes`): the instructions one jax operation lowers to share theirs.
         self._runs: dict[str, dict[str, AttributeValue]] = {}
+        #: The short literals checked so far, by their shape's id and their text (`_build`): `f32[] constant(1)`
+        #: recurs, and the same text checks the same against the same shape.
+        self._literals: set[tuple[int, str]] = set()
         #: Characters handed to Lark by sub-parses: what a deep nesting must keep about linear in the text
         #: (`tests/text/test_deep_nesting.py` reads it).
         self.lexed = 0
@@ -631,6 +634,9 @@ class _Parse:
             return
         at = offset + lead + 1
         if _PRINTED_PARAMETERS.fullmatch(inner):
+            known = self.shapes.get  # most shapes were read before: no offset, match object or call for them
+            if all(map(known, _PRINTED_PARAMETER_SHAPE.findall(inner))):
+                return
             for shape in _PRINTED_PARAMETER_SHAPE.finditer(inner):
                 self.shapes.read(shape.group(1), at + shape.start(1))
             return
@@ -749,10 +755,13 @@ class _Parse:
             literal = _LiteralText(self.text, base + start, base + start, base + end)
             instruction = self._build(name, shape, opcode, opcode_pos, [], args_pos, literal)
         else:
-            body = text[args_start : args_end - 1]
-            instruction = self._build(
-                name, shape, opcode, opcode_pos, self._arguments(opcode, body, args_pos), args_pos
+            # XLA's `%a, %b` is matched where it stands and split; any other list is read from its copy.
+            arguments = (
+                text[args_start + 1 : args_end - 1].split(", %")
+                if _PRINTED_NAMES.fullmatch(text, args_start, args_end - 1)
+                else self._arguments(opcode, text[args_start : args_end - 1], args_pos)
             )
+            instruction = self._build(name, shape, opcode, opcode_pos, arguments, args_pos)
         self.locations.instructions[instruction] = head_pos
         # XLA's print of an instruction without attributes: the next line follows; no attribute regex is tried.
         end = (
@@ -793,8 +802,9 @@ class _Parse:
         opcode_pos = head_pos + match.end() + opcode_match.start(1)
         return match.group(1), match.group(2), shape_text or None, shape_pos, opcode_match.group(1), opcode_pos
 
-    def _arguments(self, opcode: str, body: str, start: int) -> list[OperandItem] | int:
-        """What stands between `opcode(` and `)` (at `start` in the text), a constant's literal apart: operands or a parameter number.
+    def _arguments(self, opcode: str, body: str, start: int) -> Sequence[OperandItem] | int:
+        """What stands between `opcode(` and `)` (at `start` in the text), a constant's literal and XLA's `%a, %b`
+        apart (`_arguments_and_attributes`): operands or a parameter number.
 
         A parameter's number written plainly comes back as the int.
         Operands come back as a bare name, a (name, declared shape text) pair, or a
@@ -806,11 +816,8 @@ class _Parse:
             return int(number)
         if opcode == "parameter" and "," in body:
             self._check_parameter_comma(body, start)
-        if "[" not in body:
-            if _PRINTED_NAMES.fullmatch(body):  # XLA's `%a, %b`: split, not found name by name
-                return cast("list[OperandItem]", body[1:].split(", %"))
-            if _NAMES.fullmatch(body):
-                return _OPERAND_NAME.findall(body)
+        if "[" not in body and _NAMES.fullmatch(body):
+            return _OPERAND_NAME.findall(body)
         if _SIMPLE_OPERANDS.fullmatch(body):
             return [_operand_item(name, declared) for declared, name in _OPERAND.findall(body)]
         return self._nested_arguments("(" + body + ")", start - 1, opcode)
@@ -1040,7 +1047,7 @@ class _Parse:
         shape: Shape | None,
         opcode: str,
         opcode_pos: int,
-        arguments: list[OperandItem] | int,
+        arguments: Sequence[OperandItem] | int,
         args_pos: int,
         literal_text: _LiteralText | None = None,
     ) -> Instruction:
@@ -1048,16 +1055,21 @@ class _Parse:
         and an int `arguments` a parameter's number."""
         literal: Literal | None = None
         parameter_number: int | None = None
-        operands: list[OperandItem] = []
+        operands: Sequence[OperandItem] = ()
         if literal_text is not None:
             if shape is None:
                 raise self.error(opcode_pos, "constant needs a shape")
             text, start, end = literal_text.text, literal_text.start, literal_text.end
             literal = Literal(shape, text=text) if end is None else Literal.in_source(shape, text, start, end)
-            try:
-                literal.check()
-            except LiteralError as err:
-                raise self.error(literal_text.offset + err.offset, str(err)) from None
+            # Shapes are interned for the parse, so a short literal is known by its shape's id and its text.
+            known = None if literal.is_large else (id(shape), literal.text)
+            if known is None or known not in self._literals:
+                try:
+                    literal.check()
+                except LiteralError as err:
+                    raise self.error(literal_text.offset + err.offset, str(err)) from None
+                if known is not None:
+                    self._literals.add(known)
         elif isinstance(arguments, int):
             parameter_number = arguments
         elif opcode == "parameter":
@@ -1306,9 +1318,25 @@ class _Parse:
         return self.assembly.module(header.name, header.attributes, stack_frames)
 
 
-#: A character XLA's lexer refuses outside strings and comments: not printable ASCII, space, tab, CR or LF.
-#: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``.)
-_FOREIGN = re.compile(r"[^\x20-\x7e\t\n\r]")
+#: The characters XLA's lexer reads outside strings and comments, as bytes: printable ASCII, space, tab, CR and LF
+#: (Python's ``\\s`` and ``\\d`` match far more: a no-break space, ``٣``, ``２``). Any other is foreign.
+_READ_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\r"
+#: How much of a text `_has_foreign` encodes at a time: a bounded copy (a constant may be a gigabyte), in the cache.
+_FOREIGN_CHUNK = 1 << 16
+
+
+def _has_foreign(text: str) -> bool:
+    """Whether `text` has a foreign character. A non-ASCII text has one; an ASCII one is searched as bytes, a
+    chunk at a time: `bytes.translate` deletes the characters XLA reads, in a seventh of the time a regex's
+    search for the others takes (it steps through a character class once per character)."""
+    if not text.isascii():
+        return True
+    return any(
+        text[at : at + _FOREIGN_CHUNK].encode("ascii").translate(None, _READ_BYTES)
+        for at in range(0, len(text), _FOREIGN_CHUNK)
+    )
+
+
 #: What XLA's lexer reads past whole (strings and comments, where any character goes), the start of a
 #: `backend_config={` (group 1: XLA reads a JSON config as raw text), the start of `frontend_attributes={`
 #: (group 3), or a foreign character (group 2); plain characters match nothing, so `search` skips them
@@ -1354,7 +1382,7 @@ def _lexer_refusal(text: str) -> tuple[int, str] | None:
     Two C-speed searches answer for the common text; only a text with some such character or escape (in a
     string or comment, say: metadata may hold any) is walked, one string or comment at a time.
     """
-    foreign, escape = _FOREIGN.search(text) is not None, "\\" in text and _bad_escape(text)
+    foreign, escape = _has_foreign(text), "\\" in text and _bad_escape(text)
     if not (foreign or escape):
         return None
     token = _LEXED.search(text)

@@ -101,17 +101,8 @@ def _header(module: Module) -> str:
 _NAME = attrgetter("name")
 
 
-def _arguments_text(instruction: Instruction) -> str:
-    """What stands between an instruction's `(` and `)`: its literal, its parameter number or its operands
-    (``/*index=N*/`` before every fifth)."""
-    literal = instruction.literal
-    if literal is not None:
-        return literal.text
-    if instruction.parameter_number is not None:
-        return str(instruction.parameter_number)
-    operands = instruction.operands
-    if len(operands) <= 5:  # no /*index=N*/ comment yet: the common case, in one join
-        return "%" + ", %".join(map(_NAME, operands)) if operands else ""
+def _indexed_operands(operands: list[Instruction]) -> str:
+    """More than five operands: ``/*index=N*/`` before every fifth."""
     parts = []
     for index, operand in enumerate(operands):
         prefix = f"/*index={index}*/" if index and index % 5 == 0 else ""
@@ -150,35 +141,52 @@ def _value_text(value: AttributeValue, texts: _Texts) -> str:
 def print_instruction(instruction: Instruction, is_root: bool = False, shape_texts: _Texts | None = None) -> str:
     """One instruction line, without indentation."""
     head, tail = _head_and_tail(instruction, "ROOT %" if is_root else "%", shape_texts or _Texts())
-    return head + _arguments_text(instruction) + tail
+    literal = instruction.literal
+    return head + tail if literal is None else head + literal.text + tail
 
 
 def _head_and_tail(instruction: Instruction, lead: str, texts: _Texts) -> tuple[str, str]:
-    """An instruction line up to its `(`, starting with `lead` (indentation, `ROOT`, `%`), and from the `)` of
-    its operands (or literal) on: an async op read as sugar is spelled as sugar again while it can be."""
+    """An instruction line, starting with `lead` (indentation, `ROOT`, `%`), in two parts around its literal,
+    which is left out (streamed in pieces when large): up to its `(` and its operands or parameter number,
+    and from the `)` on. An async op read as sugar is spelled as sugar again while it can be.
+
+    One call per line: the argument and attribute texts are built here, the attributes in a loop, not a
+    comprehension (a call of its own), and the shapes' and typed values' texts looked up without a call."""
     opcode, attributes, written_order = instruction.opcode, instruction.attributes, instruction.written_order
     if opcode.startswith("async-") and (sugar := sugared(instruction)) is not None:
         opcode, attributes, written_order = sugar
+    if instruction.literal is not None:
+        arguments = ""
+    elif instruction.parameter_number is not None:
+        arguments = str(instruction.parameter_number)
+    else:
+        operands = instruction.operands
+        if not operands:
+            arguments = ""
+        elif len(operands) <= 5:  # no /*index=N*/ comment yet: the common case, in one join
+            arguments = "%" + ", %".join(map(_NAME, operands))
+        else:
+            arguments = _indexed_operands(operands)
     shape = instruction.shape
     if shape is None:
-        head = f"{lead}{instruction.name} = {opcode}("
-    else:  # the shape's text looked up here: a call per instruction saved
-        head = f"{lead}{instruction.name} = {texts.with_layout.get(id(shape)) or _shape_text(shape, texts)} {opcode}("
-    return head, _tail(opcode, attributes, written_order, texts) if attributes else ")"
-
-
-def _tail(opcode: str, written: dict[str, AttributeValue], written_order: bool, texts: _Texts) -> str:
-    """An instruction line from the `)` of its operands (or literal) on."""
-    items = written.items() if written_order else [(key, written[key]) for key in xla_attribute_order(opcode, written)]
-    values = texts.values  # a typed value's text is looked up without a call
-    return ")" + "".join(
-        [
-            f", {key}={value}"
-            if type(value) is str
-            else f", {key}={values.get(id(value)) or _value_text(value, texts)}"
-            for key, value in items
-        ]
-    )
+        head = f"{lead}{instruction.name} = {opcode}({arguments}"
+    else:
+        head = f"{lead}{instruction.name} = {texts.with_layout.get(id(shape)) or _shape_text(shape, texts)} {opcode}({arguments}"
+    tail = ")"
+    if attributes:
+        values = texts.values
+        items = (
+            attributes.items()
+            if written_order
+            else [(k, attributes[k]) for k in xla_attribute_order(opcode, attributes)]
+        )
+        for key, value in items:
+            tail += (
+                f", {key}={value}"
+                if type(value) is str
+                else f", {key}={values.get(id(value)) or _value_text(value, texts)}"
+            )
+    return head, tail
 
 
 def _signature(computation: Computation, texts: _Texts) -> str:
@@ -188,7 +196,10 @@ def _signature(computation: Computation, texts: _Texts) -> str:
     shapes = [p.shape for p in params if p.shape is not None]
     if root is None or root.shape is None or len(shapes) != len(params):
         return ""
-    listed = ", ".join([f"{p.name}: {_shape_text(shape, texts, False)}" for p, shape in zip(params, shapes)])
+    spelled = texts.without_layout  # a known shape's text looked up without a call, as in `_head_and_tail`
+    listed = ", ".join(
+        [f"{p.name}: {spelled.get(id(shape)) or _shape_text(shape, texts, False)}" for p, shape in zip(params, shapes)]
+    )
     return f" ({listed}) -> {_shape_text(root.shape, texts, False)}"
 
 
@@ -211,16 +222,17 @@ def _computation_pieces(computation: Computation, texts: _Texts, stream: bool) -
     lines = [("ENTRY " if computation.is_entry else "") + f"%{computation.name}{_signature(computation, texts)} {{"]
     root = computation.root
     for instruction in _instruction_order(computation):
+        head, tail = _head_and_tail(instruction, "  ROOT %" if instruction is root else "  %", texts)
         literal = instruction.literal
-        if stream and literal is not None and literal.is_large:
-            head, tail = _head_and_tail(instruction, "  ROOT %" if instruction is root else "  %", texts)
+        if literal is None:
+            lines.append(head + tail)
+        elif stream and literal.is_large:
             lines.append(head)
             yield "\n".join(lines)
             yield from literal.text_pieces()
             lines = [tail]  # the rest of the literal's line, joined to the lines after it
         else:
-            head, tail = _head_and_tail(instruction, "  ROOT %" if instruction is root else "  %", texts)
-            lines.append(f"{head}{_arguments_text(instruction)}{tail}")
+            lines.append(head + literal.text + tail)
     closing = "}"
     for key, value in computation.attributes.items():
         closing += f", {key}={value}"

@@ -99,6 +99,7 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
         _check_frontend_attributes(value, "frontend_attributes")
     checked_shapes: set[int] = set()
     checked_maps: set[tuple[str, str]] = set()
+    checked_literals: set[tuple[int, str]] = set()
     for computation in module.computations:
         numbers: dict[int, Instruction] = {}
         for instruction in computation.instructions:
@@ -118,12 +119,21 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
             plan = _plan(instruction.opcode, tuple(attributes))
             for check in plan.first:
                 check(instruction)
+            if plan.arity is not None and len(instruction.operands) != plan.arity:
+                _check_arity(instruction, plan.arity)
             if shape is None:
                 _check_inferred(instruction)
             if plan.custom_call:
                 _check_custom_call(instruction, parse_shape)
             if "outfeed_shape" in attributes:
                 _check_outfeed_shape(instruction, parse_shape)
+            for key in plan.syntax:
+                value = attributes.get(key)
+                if isinstance(value, str):
+                    try:
+                        check_value_syntax(key, value)
+                    except InvalidHlo as issue:
+                        raise _fail(instruction, issue.message, key) from None
             for check in plan.then:
                 check(instruction)
             for key in plan.maps:  # each map text once a module: one jax operation's instructions share it
@@ -135,7 +145,7 @@ def validate(module: Module, parse_shape: ShapeParser) -> None:
                         raise _fail(instruction, issue.message, key) from None
                     checked_maps.add((key, text))
             if instruction.literal is not None:
-                _check_literal(instruction)
+                _check_literal(instruction, checked_literals)
         _check_parameter_numbers(numbers)
 
 
@@ -176,13 +186,19 @@ def _check_alias_list(value: str, key: str) -> None:
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """The checks of every instruction with one opcode and one list of attribute names, in the order
-    they run: `first`, then custom-call's (which reads shapes), then `then`, then the map attributes
-    `maps`. Worked out once per such pair: most instructions repeat one."""
+    they run: `first`, the operand count, custom-call's (which reads shapes), the values' syntax, then
+    `then`, then the map attributes `maps`. Worked out once per such pair: most instructions repeat one.
+    A refusal is a plan of one check."""
 
     first: tuple[Callable[[Instruction], None], ...]
-    custom_call: bool
-    then: tuple[Callable[[Instruction], None], ...]
-    maps: tuple[str, ...]
+    #: The opcode's fixed operand count, checked after `first` (which say more: `reshape` without its operand)
+    #: in `validate`'s loop, with no call.
+    arity: int | None = None
+    custom_call: bool = False
+    #: The attributes whose value's syntax `check_value_syntax` checks (cached), in `validate`'s loop.
+    syntax: tuple[str, ...] = ()
+    then: tuple[Callable[[Instruction], None], ...] = ()
+    maps: tuple[str, ...] = ()
 
 
 def _refuse(message: str, attribute: str | None, instruction: Instruction) -> None:
@@ -195,31 +211,29 @@ def _plan(opcode: str, keys: tuple[str, ...]) -> _Plan:
     try:
         base, suffix = base_opcode(opcode)
     except KeyError:
-        return _Plan((partial(_refuse, f"unknown opcode {opcode}", None),), False, (), ())
+        return _Plan((partial(_refuse, f"unknown opcode {opcode}", None),))
     allowed = allowed_attributes(opcode)
     unexpected = [key for key in keys if key not in allowed]
     if unexpected:
         message = f'unexpected attribute "{unexpected[0]}". Allowed attributes: {", ".join(sorted(allowed))}'
-        return _Plan((partial(_refuse, message, unexpected[0]),), False, (), ())
+        return _Plan((partial(_refuse, message, unexpected[0]),))
     missing = [key for key in sorted(required_attributes(opcode)) if key not in keys]
     if missing:
-        return _Plan((partial(_refuse, f"attribute {missing[0]} is expected but not seen", None),), False, (), ())
+        return _Plan((partial(_refuse, f"attribute {missing[0]} is expected but not seen", None),))
     own = suffix in (None, "-start")  # an op's own checks: on it, and on the sugar start that wraps it
     arity = BY_NAME[base].arity if suffix is None else None
     first: list[Callable[[Instruction], None]] = (
         [_check_parameter_replication] if "parameter_replication" in keys else []
     )
     first.extend(_CHECKS.get(base, ()) if own else ())
-    if arity is not None:  # after the opcode's own, which say more (`reshape` without its operand)
-        first.append(partial(_check_arity, arity=arity))
-    then = [partial(_check_value_syntax, key=key) for key in keys if key in _VALUE_SYNTAX]
-    then += [check for key, check in _KEYED_CHECKS if key in keys]
+    syntax = tuple(key for key in keys if key in _VALUE_SYNTAX)
+    then = [check for key, check in _KEYED_CHECKS if key in keys]
     if base in ASYNC_WRAPPERS or suffix is not None:
         then.append(partial(_check_async, base=base, suffix=suffix))
     if "result_accuracy" in keys:
         then.append(_check_result_accuracy)
     maps = tuple(key for key in keys if key in _MAP_CHECKS)  # in text order, as XLA's parser reads them
-    return _Plan(tuple(first), own and base == "custom-call", tuple(then), maps)
+    return _Plan(tuple(first), arity, own and base == "custom-call", syntax, tuple(then), maps)
 
 
 def _check_tuple(instruction: Instruction) -> None:
@@ -1641,15 +1655,6 @@ def _inner_braces(text: str) -> list[str]:
     return re.findall(r"\{([^{}]*)\}", text.strip()[1:-1])
 
 
-def _check_value_syntax(instruction: Instruction, key: str) -> None:
-    value = instruction.attributes.get(key)
-    if isinstance(value, str):
-        try:
-            check_value_syntax(key, value)
-        except InvalidHlo as issue:
-            raise _fail(instruction, issue.message, key) from None
-
-
 _MAP_CHECKS: dict[str, Callable[[str, str], None]] = {
     "domain": _check_domain,
     "metadata": _check_metadata,
@@ -1759,11 +1764,18 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
 }
 
 
-def _check_literal(instruction: Instruction) -> None:
-    """Brace nesting of a constant (its counts and values were checked as it was parsed)."""
+def _check_literal(instruction: Instruction, checked: set[tuple[int, str]]) -> None:
+    """Brace nesting of a constant (its counts and values were checked as it was parsed). A short literal is
+    checked once per shape and text, which are in `checked` once they are (the parser's literals hold their
+    text; shapes are interned, and alive while the module is validated: their ids name them)."""
     literal = instruction.literal
     assert literal is not None
+    known = None if literal.is_large else (id(literal.shape), literal.text)
+    if known is not None and known in checked:
+        return
     try:
         literal.check_nesting()
     except LiteralError as err:
         raise _fail(instruction, str(err)) from None
+    if known is not None:
+        checked.add(known)
