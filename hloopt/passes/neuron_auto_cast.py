@@ -72,7 +72,7 @@ LISTED = ACCUMULATING | frozenset(
 )
 #: Opcodes that call computations.
 _CALLING = frozenset(row.name for row in ROWS if row.callees)
-#: The opcodes `_callers` collects.
+#: The opcodes `_callers_and_accumulations` collects.
 _WALKED = _CALLING | ACCUMULATING
 
 
@@ -111,7 +111,9 @@ def _types(shape: Shape | None) -> frozenset[str]:
 _ONE_TYPE = {name: frozenset((name,)) for name in ("f32", "bf16", "f16", "s32", "pred")}
 
 
-def _callers(module: Module) -> tuple[dict[Computation, list[Instruction]], dict[Computation, list[Instruction]]]:
+def _callers_and_accumulations(
+    module: Module,
+) -> tuple[dict[Computation, list[Instruction]], dict[Computation, list[Instruction]]]:
     """The callers of each computation, and each computation's accumulating ops: one walk of the module."""
     found: dict[Computation, list[Instruction]] = {}
     accumulating: dict[Computation, list[Instruction]] = {}
@@ -149,7 +151,7 @@ def _plan(
     most of a module, whose reasons only ``hloopt dtypes`` reads.
     """
     shapes = ShapeResolver(module)
-    callers, accumulating = _callers(module)
+    callers, accumulating = _callers_and_accumulations(module)
     complete = complete or options.mode == "all"
     calls = _Calls(callers)
     matmult = options.mode == "matmult"
@@ -426,8 +428,6 @@ def _cast_matmul_operands(
             if narrow is None:
                 shape = operand.shape or shapes(operand)  # the text may leave it out
                 assert isinstance(shape, ArrayShape)  # the plan checked the operand is an f32 array
-                computation = operand.parent
-                assert computation is not None
                 if storage is None:
                     builder = Builder.after(operand)  # before every user, whichever comes first
                     narrow = _tf32_cast(builder, operand, shape)
@@ -439,6 +439,8 @@ def _cast_matmul_operands(
                     to = seen[1]
                     name = next(names)
                     narrow = Instruction(name, "convert", to, (operand,), written_order=False)
+                    computation = operand.parent
+                    assert computation is not None
                     computation.insert_after(operand, narrow)
                     provenance.append((name, instruction.name))
                 made[operand] = narrow
