@@ -248,10 +248,23 @@ class Computation:
         return self._listed
 
     def _splice(self) -> None:
-        """Rebuild the list once with the pending insertions and removals (iterative: runs nest)."""
+        """Rebuild the list once with the pending insertions and removals: one set test per instruction, the
+        runs placed only around the instructions that have some (`_place`)."""
         before, after, removed = self._before, self._after, self._removed
+        anchors = before.keys() | after.keys()
         listed: list[Instruction] = []
-        stack: list[Instruction | tuple[Instruction]] = list(reversed(self._listed))
+        for item in self._listed:
+            if item in anchors:
+                self._place(item, listed)
+            elif item not in removed:
+                listed.append(item)
+        self._listed = listed
+        self._removed = set()
+
+    def _place(self, anchor: Instruction, listed: list[Instruction]) -> None:
+        """Append `anchor` with what was inserted around it, and around those in turn (iterative: runs nest)."""
+        before, after, removed = self._before, self._after, self._removed
+        stack: list[Instruction | tuple[Instruction]] = [anchor]
         while stack:
             item = stack.pop()
             if isinstance(item, tuple):
@@ -266,8 +279,6 @@ class Computation:
             stack.extend(behind or ())
             stack.append((item,))
             stack.extend(reversed(ahead or ()))
-        self._listed = listed
-        self._removed = set()
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name}>"

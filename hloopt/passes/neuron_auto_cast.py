@@ -208,12 +208,16 @@ def _held(module: Module, shapes: ShapeResolver) -> dict[Instruction, Decision]:
     at the edges); the computations it calls keep theirs (`_kept_by_callers`). The rest of the module is cast."""
     held: dict[Instruction, Decision] = {}
     for instruction in module.instructions():
-        for shape in (shapes(instruction), *(shapes(o) for o in instruction.operands)):
+        found: Decision | None = None
+        for value in (instruction, *instruction.operands):
+            shape = value.shape or shapes(value)  # the resolver only for a shape the text left out
             if shape is None:
-                held[instruction] = _UNKNOWN_SHAPE
+                found = _UNKNOWN_SHAPE
                 break
-            if holds_buffer(shape):
-                held[instruction] = _BUFFER
+            if found is None and type(shape) is not ArrayShape and holds_buffer(shape):
+                found = _BUFFER
+        if found is not None:
+            held[instruction] = found
     return held
 
 
@@ -405,6 +409,35 @@ def _tf32_cast(builder: Builder, value: Instruction, shape: ArrayShape) -> Instr
     return result
 
 
+class _Converts:
+    """Converts put in place without a `Builder`, named from one `Module.unique_names` (sharing
+    `unique_name`'s numbering), each paired in `provenance` with the op it is made for: a module's ops make
+    tens of thousands, and a builder each was a third of the pass's cost."""
+
+    def __init__(self, module: Module) -> None:
+        self.names = module.unique_names("convert")
+        self.provenance: list[tuple[str, str]] = []
+
+    def after(self, value: Instruction, shape: ArrayShape, made_for: Instruction) -> Instruction:
+        """`value` converted to `shape`, just after it (before what was inserted after it already)."""
+        convert = Instruction(next(self.names), "convert", shape, (value,), written_order=False)
+        computation = value.parent
+        assert computation is not None
+        computation.insert_after(value, convert)
+        self.provenance.append((convert.name, made_for.name))
+        return convert
+
+    def chain(self, value: Instruction, source: Shape, target: Shape, made_for: Instruction) -> list[Instruction]:
+        """`convert_chain` from `value` just after it, the result last: one convert for an array, a builder's
+        parts for a tuple."""
+        if isinstance(source, ArrayShape) and isinstance(target, ArrayShape):
+            return [self.after(value, target, made_for)]
+        builder = Builder.after(value)
+        convert_chain(builder, value, source, target)
+        self.provenance += provenance_of(made_for, builder.created)
+        return builder.created
+
+
 def _cast_matmul_operands(
     module: Module, changing: dict[Instruction, Decision], storage: str | None
 ) -> list[tuple[str, str]]:
@@ -412,13 +445,12 @@ def _cast_matmul_operands(
     are: the op keeps its F32 result, as the matrix engine writes it. XLA's CPU refuses some bf16 × bf16 → f32
     dots (DotThunk); cpu-runnable widens their operands when a module is to run there, which is exact.
 
-    A cast to a storage type is one ``convert`` put in place here, without a `Builder` (a module's dots make
-    tens of thousands: the builder's own cost was a third of the pass's); tf32's is `_tf32_cast`'s ops."""
+    A cast to a storage type is one ``convert`` (`_Converts`); tf32's is `_tf32_cast`'s ops."""
     made: dict[Instruction, Instruction] = {}
     narrowed: dict[int, tuple[Shape, ArrayShape]] = {}
     shapes = ShapeResolver(module)
-    names = module.unique_names("convert")
-    provenance: list[tuple[str, str]] = []
+    converts = _Converts(module)
+    provenance = converts.provenance
     for instruction, decision in reversed(changing.items()):
         if decision.cast is None:
             continue
@@ -436,13 +468,7 @@ def _cast_matmul_operands(
                     seen = narrowed.get(id(shape))  # by identity: the parser shares equal shapes, and hashing
                     if seen is None:  # one costs as much as the rest here; the entry keeps its id the shape's
                         seen = narrowed[id(shape)] = (shape, packed_size_dropped(shape, storage))
-                    to = seen[1]
-                    name = next(names)
-                    narrow = Instruction(name, "convert", to, (operand,), written_order=False)
-                    computation = operand.parent
-                    assert computation is not None
-                    computation.insert_after(operand, narrow)
-                    provenance.append((name, instruction.name))
+                    narrow = converts.after(operand, seen[1], instruction)
                 made[operand] = narrow
             casts[operand] = narrow
         instruction.replace_operands(casts)
@@ -575,11 +601,11 @@ def _accumulate_in_f32(
         and (WIDEN.changes(shapes(i)) or any(WIDEN.changes(shapes(o)) for o in i.operands))
     ]
     made: dict[Instruction, Instruction] = {}
-    provenance: list[tuple[str, str]] = []
+    converts = _Converts(module)
     for instruction in ops:  # a dot reads its narrow operands as they are, as the matrix engine does
-        provenance += _in_f32(instruction, WIDEN, made, shapes, widen_operands=instruction.opcode not in MATMUL)
+        _in_f32(instruction, WIDEN, made, shapes, converts, widen_operands=instruction.opcode not in MATMUL)
     _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
-    return provenance + reducer_provenance
+    return converts.provenance + reducer_provenance
 
 
 def _engines_in_f32(module: Module, plan: dict[Instruction, Decision], storage: str) -> list[tuple[str, str]]:
@@ -590,11 +616,11 @@ def _engines_in_f32(module: Module, plan: dict[Instruction, Decision], storage: 
     widen = Retyping(frozenset({storage}), _to_f32, "neuron")
     shapes = ShapeResolver(module)  # after the retyping
     made: dict[Instruction, Instruction] = {}
-    provenance: list[tuple[str, str]] = []
+    converts = _Converts(module)
     for instruction, decision in plan.items():
         if decision.cast is not None and instruction.opcode not in ACCUMULATING:
-            provenance += _in_f32(instruction, widen, made, shapes)
-    return provenance
+            _in_f32(instruction, widen, made, shapes, converts)
+    return converts.provenance
 
 
 def _in_f32(
@@ -602,34 +628,34 @@ def _in_f32(
     widen: Retyping,
     made: dict[Instruction, Instruction],
     shapes: ShapeResolver,
+    converts: _Converts,
     *,
     widen_operands: bool = True,
-) -> list[tuple[str, str]]:
+) -> None:
     """`instruction` computing in F32: its narrow operands widened (one convert per value, `made`; not a dot's
     or convolution's, `widen_operands` false), its result F32 and converted back to the narrow type once for
     its users. Shapes the text left out are inferred (the result's before its operands change), and the
-    result's new shape is then written out."""
-    provenance: list[tuple[str, str]] = []
-    result_shape = shapes(instruction)
-    for operand in dict.fromkeys(instruction.operands) if widen_operands else ():
-        shape = shapes(operand)
-        if shape is None or not widen.changes(shape):
+    result's new shape is then written out. The converts' provenance goes to `converts`."""
+    shape = instruction.shape or shapes(instruction)
+    wide: dict[Instruction, Instruction] = {}
+    for operand in instruction.operands if widen_operands else ():
+        if operand in wide:
+            continue
+        operand_shape = operand.shape or shapes(operand)
+        if operand_shape is None or not widen.changes(operand_shape):
             continue
         if operand not in made:
-            builder = Builder.after(operand)
-            made[operand] = convert_chain(builder, operand, shape, widen.shape(shape))
-            provenance += provenance_of(instruction, builder.created)
-        instruction.replace_operand(operand, made[operand])
-    shape = result_shape
+            made[operand] = converts.chain(operand, operand_shape, widen.shape(operand_shape), instruction)[-1]
+        wide[operand] = made[operand]
+    if wide:
+        instruction.replace_operands(wide)
     if shape is not None and widen.changes(shape):
         instruction.set_shape(widen.shape(shape))
-        builder = Builder.after(instruction)
-        result = convert_chain(builder, instruction, widen.shape(shape), shape)
+        converts.provenance.append((instruction.name, instruction.name))
+        rounded = converts.chain(instruction, widen.shape(shape), shape, instruction)
         parent = instruction.parent
         assert parent is not None
-        _redirect(parent, instruction, result, builder.created)
-        provenance += provenance_of(instruction, [instruction, *builder.created])
-    return provenance
+        _redirect(parent, instruction, rounded[-1], rounded)
 
 
 # --------------------------------------------------------------------------- native accumulation
