@@ -41,6 +41,7 @@ from hloopt.ir.shape import ArrayShape, BufferShape, Shape, TupleShape, default_
 from hloopt.passes.base import HloPass, PassResult, provenance_of
 from hloopt.passes.emulate_neuron_converts import device_cast
 from hloopt.passes.retyping import (
+    Converts,
     Retyping,
     apply_plans,
     convert_chain,
@@ -409,35 +410,6 @@ def _tf32_cast(builder: Builder, value: Instruction, shape: ArrayShape) -> Instr
     return result
 
 
-class _Converts:
-    """Converts put in place without a `Builder`, named from one `Module.unique_names` (sharing
-    `unique_name`'s numbering), each paired in `provenance` with the op it is made for: a module's ops make
-    tens of thousands, and a builder each was a third of the pass's cost."""
-
-    def __init__(self, module: Module) -> None:
-        self.names = module.unique_names("convert")
-        self.provenance: list[tuple[str, str]] = []
-
-    def after(self, value: Instruction, shape: ArrayShape, made_for: Instruction) -> Instruction:
-        """`value` converted to `shape`, just after it (before what was inserted after it already)."""
-        convert = Instruction(next(self.names), "convert", shape, (value,), written_order=False)
-        computation = value.parent
-        assert computation is not None
-        computation.insert_after(value, convert)
-        self.provenance.append((convert.name, made_for.name))
-        return convert
-
-    def chain(self, value: Instruction, source: Shape, target: Shape, made_for: Instruction) -> list[Instruction]:
-        """`convert_chain` from `value` just after it, the result last: one convert for an array, a builder's
-        parts for a tuple."""
-        if isinstance(source, ArrayShape) and isinstance(target, ArrayShape):
-            return [self.after(value, target, made_for)]
-        builder = Builder.after(value)
-        convert_chain(builder, value, source, target)
-        self.provenance += provenance_of(made_for, builder.created)
-        return builder.created
-
-
 def _cast_matmul_operands(
     module: Module, changing: dict[Instruction, Decision], storage: str | None
 ) -> list[tuple[str, str]]:
@@ -445,11 +417,11 @@ def _cast_matmul_operands(
     are: the op keeps its F32 result, as the matrix engine writes it. XLA's CPU refuses some bf16 × bf16 → f32
     dots (DotThunk); cpu-runnable widens their operands when a module is to run there, which is exact.
 
-    A cast to a storage type is one ``convert`` (`_Converts`); tf32's is `_tf32_cast`'s ops."""
+    A cast to a storage type is one ``convert`` (`Converts`); tf32's is `_tf32_cast`'s ops."""
     made: dict[Instruction, Instruction] = {}
     narrowed: dict[int, tuple[Shape, ArrayShape]] = {}
     shapes = ShapeResolver(module)
-    converts = _Converts(module)
+    converts = Converts(module)
     provenance = converts.provenance
     for instruction, decision in reversed(changing.items()):
         if decision.cast is None:
@@ -601,7 +573,7 @@ def _accumulate_in_f32(
         and (WIDEN.changes(shapes(i)) or any(WIDEN.changes(shapes(o)) for o in i.operands))
     ]
     made: dict[Instruction, Instruction] = {}
-    converts = _Converts(module)
+    converts = Converts(module)
     for instruction in ops:  # a dot reads its narrow operands as they are, as the matrix engine does
         _in_f32(instruction, WIDEN, made, shapes, converts, widen_operands=instruction.opcode not in MATMUL)
     _, reducer_provenance = apply_plans([(c, plan_computation(c, shapes, WIDEN)) for c in reducers], shapes, WIDEN)
@@ -616,7 +588,7 @@ def _engines_in_f32(module: Module, plan: dict[Instruction, Decision], storage: 
     widen = Retyping(frozenset({storage}), _to_f32, "neuron")
     shapes = ShapeResolver(module)  # after the retyping
     made: dict[Instruction, Instruction] = {}
-    converts = _Converts(module)
+    converts = Converts(module)
     for instruction, decision in plan.items():
         if decision.cast is not None and instruction.opcode not in ACCUMULATING:
             _in_f32(instruction, widen, made, shapes, converts)
@@ -628,7 +600,7 @@ def _in_f32(
     widen: Retyping,
     made: dict[Instruction, Instruction],
     shapes: ShapeResolver,
-    converts: _Converts,
+    converts: Converts,
     *,
     widen_operands: bool = True,
 ) -> None:

@@ -24,7 +24,7 @@ from hloopt.cast_engine import Numerics, cast
 from hloopt.ir.builder import Builder
 from hloopt.ir.element_types import COMPLEX_TYPES
 from hloopt.ir.literal import Literal, LiteralValue
-from hloopt.ir.module import Computation, Instruction
+from hloopt.ir.module import Computation, Instruction, Module
 from hloopt.ir.shape import ArrayShape, Shape, TupleShape, fold_tree, leaf_shapes, literal_parts, map_leaves
 from hloopt.passes.base import known_shape, provenance_of
 
@@ -200,7 +200,11 @@ def apply_plans(
         for instruction in plan.retype:
             retype(instruction, retyping)
             provenance += provenance_of(instruction, [instruction])
-        provenance += _narrow(plan, original, retyping) + _widen(computation, plan, original, retyping)
+        module = computation.parent
+        assert module is not None
+        converts = Converts(module, provenance)
+        _narrow(plan, original, retyping, converts)
+        _widen(computation, plan, original, retyping, converts)
         rewritten += len(set(plan.instructions()))
     return rewritten, provenance
 
@@ -241,6 +245,51 @@ def _cast_value(value: LiteralValue, shape: Shape, retyping: Retyping) -> Litera
     return fold_tree((value, shape), literal_parts, leaf, lambda _, values: tuple(values))
 
 
+class Converts:
+    """Converts put in place without a `Builder`, named from one `Module.unique_names` (sharing
+    `unique_name`'s numbering), each paired in `provenance` with the instruction it is made for: a pass
+    makes tens of thousands, and a builder each was a third of neuron-auto-cast's cost."""
+
+    def __init__(self, module: Module, provenance: list[tuple[str, str]] | None = None) -> None:
+        self.names = module.unique_names("convert")
+        self.provenance: list[tuple[str, str]] = [] if provenance is None else provenance
+
+    def after(self, value: Instruction, shape: ArrayShape, made_for: Instruction) -> Instruction:
+        """`value` converted to `shape`, just after it (before what was inserted after it already)."""
+        return self._put(value, shape, made_for, value, after=True)
+
+    def before(self, user: Instruction, value: Instruction, shape: ArrayShape, made_for: Instruction) -> Instruction:
+        """`value` converted to `shape`, just before `user` (after what was inserted before it already)."""
+        return self._put(value, shape, made_for, user, after=False)
+
+    def _put(
+        self, value: Instruction, shape: ArrayShape, made_for: Instruction, anchor: Instruction, *, after: bool
+    ) -> Instruction:
+        convert = Instruction(next(self.names), "convert", shape, (value,), written_order=False)
+        computation = anchor.parent
+        assert computation is not None
+        if after:
+            computation.insert_after(anchor, convert)
+        else:
+            computation.insert_before(anchor, convert)
+        self.provenance.append((convert.name, made_for.name))
+        return convert
+
+    def chain(
+        self, value: Instruction, source: Shape, target: Shape, made_for: Instruction, before: Instruction | None = None
+    ) -> list[Instruction]:
+        """`convert_chain` from `value`, just after it or just `before` an instruction, the result last: one
+        convert for an array, a builder's parts for a tuple."""
+        if isinstance(source, ArrayShape) and isinstance(target, ArrayShape):
+            if before is not None:
+                return [self.before(before, value, target, made_for)]
+            return [self.after(value, target, made_for)]
+        builder = Builder.after(value) if before is None else Builder.before(before)
+        convert_chain(builder, value, source, target)
+        self.provenance += provenance_of(made_for, builder.created)
+        return builder.created
+
+
 def convert_chain(builder: Builder, value: Instruction, source: Shape, target: Shape) -> Instruction:
     """Make the instructions turning `value` (of shape `source`) into `target`; the last one is the result.
 
@@ -271,37 +320,31 @@ def convert_chain(builder: Builder, value: Instruction, source: Shape, target: S
     return builder.created[-1]
 
 
-def _narrow(plan: Plan, original: dict[Instruction, Shape], retyping: Retyping) -> list[tuple[str, str]]:
-    """Before each fixed instruction, convert retyped operands back to the types it was written with;
-    the provenance of the converts (each from the operand it narrows)."""
+def _narrow(plan: Plan, original: dict[Instruction, Shape], retyping: Retyping, converts: Converts) -> None:
+    """Before each fixed instruction, convert retyped operands back to the types it was written with (each
+    convert's provenance from the operand it narrows)."""
     made: dict[Instruction, Instruction] = {}
-    provenance: list[tuple[str, str]] = []
     for user, operand in plan.narrow:
         if operand not in made:
-            builder = Builder.before(user)
-            made[operand] = convert_chain(builder, operand, retyping.shape(original[operand]), original[operand])
-            provenance += provenance_of(operand, builder.created)
+            shape = original[operand]
+            made[operand] = converts.chain(operand, retyping.shape(shape), shape, operand, before=user)[-1]
         user.replace_operand(operand, made[operand])
-    return provenance
 
 
 def _widen(
-    computation: Computation, plan: Plan, original: dict[Instruction, Shape], retyping: Retyping
-) -> list[tuple[str, str]]:
+    computation: Computation, plan: Plan, original: dict[Instruction, Shape], retyping: Retyping, converts: Converts
+) -> None:
     """After each fixed instruction, convert its result to the new types for the retyped instructions using
-    it; the provenance of the converts (each from the fixed instruction it converts)."""
+    it (each convert's provenance from the fixed instruction it converts)."""
     made: dict[Instruction, Instruction] = {}
-    provenance: list[tuple[str, str]] = []
     for user, fixed in plan.widen:
         if fixed not in made:
-            builder = Builder.after(fixed)
-            made[fixed] = convert_chain(builder, fixed, original[fixed], retyping.shape(original[fixed]))
-            provenance += provenance_of(fixed, builder.created)
+            shape = original[fixed]
+            made[fixed] = converts.chain(fixed, shape, retyping.shape(shape), fixed)[-1]
         if user is None:
             computation.set_root(made[fixed])
         else:
             user.replace_operand(fixed, made[fixed])
-    return provenance
 
 
 def packed_size_dropped(shape: ArrayShape, element_type: str) -> ArrayShape:
