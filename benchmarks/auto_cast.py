@@ -6,9 +6,11 @@ both passes have work: upcast retypes the bf16 values, auto-cast the dots (``mat
 op (``all``; tf32 under ``all`` writes each rounding as ~15 instructions of bit arithmetic and is left out).
 Each pass runs `--repeat` times on a fresh copy of the parsed module (the copy is not
 timed), interleaved; the best times are compared. Issue 25's goal: a pass of neuron-auto-cast costs
-at most what upcast-all-to-fp32 costs on the module (ratio ≤ 1). Usage:
+at most what upcast-all-to-fp32 costs on the module (ratio ≤ 1). ``--f32-only`` drops the bf16 detour
+(an ``exponential`` in its place), so upcast has nothing to change: how far the ratio depends on the
+module (benchmarks/auto_cast_floor.py measures what ``all`` cannot do without). Usage:
 
-    python benchmarks/auto_cast.py [--instructions 100000] [--repeat 5]
+    python benchmarks/auto_cast.py [--instructions 100000] [--repeat 5] [--f32-only]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ GOAL = 1.0
 PER_LAYER = 11
 
 
-def layer(i: int, x: str) -> tuple[list[str], str]:
+def layer(i: int, x: str, detour: bool = True) -> tuple[list[str], str]:
     lines = [
         f"  w{i} = f32[64,64]{{1,0}} parameter({i + 1})",
         f"  d{i} = f32[16,64]{{1,0}} dot({x}, w{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
@@ -40,17 +42,23 @@ def layer(i: int, x: str) -> tuple[list[str], str]:
         f"  a{i} = f32[16,64]{{1,0}} add(d{i}, bb{i})",
         f"  r{i} = f32[16,64]{{1,0}} maximum(a{i}, zeros)",
         f"  rs{i} = f32[16]{{0}} reduce(r{i}, zero), dimensions={{1}}, to_apply=sum",
-        f"  hb{i} = bf16[16,64]{{1,0}} convert(r{i})",
-        f"  mb{i} = bf16[16,64]{{1,0}} multiply(hb{i}, hb{i})",
-        f"  nf{i} = f32[16,64]{{1,0}} convert(mb{i})",
+        *(
+            [
+                f"  hb{i} = bf16[16,64]{{1,0}} convert(r{i})",
+                f"  mb{i} = bf16[16,64]{{1,0}} multiply(hb{i}, hb{i})",
+                f"  nf{i} = f32[16,64]{{1,0}} convert(mb{i})",
+            ]
+            if detour
+            else [f"  nf{i} = f32[16,64]{{1,0}} exponential(r{i})"]
+        ),
         f"  sb{i} = f32[16,64]{{1,0}} broadcast(rs{i}), dimensions={{0}}",
         f"  o{i} = f32[16,64]{{1,0}} subtract(nf{i}, sb{i})",
     ]
     return lines, f"o{i}"
 
 
-def module_text(instructions: int) -> str:
-    layers = max(1, instructions // PER_LAYER)
+def module_text(instructions: int, detour: bool = True) -> str:
+    layers = max(1, instructions // (PER_LAYER if detour else PER_LAYER - 2))
     body = [
         "  x = f32[16,64]{1,0} parameter(0)",
         "  bias = f32[64]{0} constant({...})",
@@ -59,7 +67,7 @@ def module_text(instructions: int) -> str:
     ]
     x = "x"
     for i in range(layers):
-        lines, x = layer(i, x)
+        lines, x = layer(i, x, detour)
         body += lines
     body.append(f"  ROOT out = f32[16,64]{{1,0}} negate({x})")
     reducer = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n\n"
@@ -79,8 +87,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--instructions", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--f32-only", action="store_true", help="no bf16 detour: upcast has nothing to change")
     args = parser.parse_args()
-    parsed = parse(module_text(args.instructions), "mlp.hlo")
+    parsed = parse(module_text(args.instructions, detour=not args.f32_only), "mlp.hlo")
     count = sum(len(c.instructions) for c in parsed.computations)
     passes: dict[str, HloPass] = {"upcast-all-to-fp32": lookup("upcast-all-to-fp32").create()}
     for mode in ("none", "matmult", "all"):
