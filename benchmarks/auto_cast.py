@@ -6,11 +6,15 @@ both passes have work: upcast retypes the bf16 values, auto-cast the dots (``mat
 op (``all``; tf32 under ``all`` writes each rounding as ~15 instructions of bit arithmetic and is left out).
 Each pass runs `--repeat` times on a fresh copy of the parsed module (the copy is not
 timed), interleaved; the best times are compared. Issue 25's goal: a pass of neuron-auto-cast costs
-at most what upcast-all-to-fp32 costs on the module (ratio ≤ 1). ``--f32-only`` drops the bf16 detour
-(an ``exponential`` in its place), so upcast has nothing to change: how far the ratio depends on the
-module (benchmarks/auto_cast_floor.py measures what ``all`` cannot do without). Usage:
+at most what upcast-all-to-fp32 costs on the module (ratio ≤ 1).
 
-    python benchmarks/auto_cast.py [--instructions 100000] [--repeat 5] [--f32-only]
+How far the ratio depends on what each pass has to change, ``--module`` shows: ``mlp`` (the default,
+above), ``mlp-f32`` (no bf16 detour, an ``exponential`` in its place: upcast has nothing to change),
+``jax-step`` (parse_print.py's compiled jax training step, copied to about `--instructions`) and
+``chain`` (large_modules.py's generated bf16 chains: ``all`` has little to change).
+benchmarks/auto_cast_floor.py measures what ``all`` cannot do without on ``mlp``. Usage:
+
+    python benchmarks/auto_cast.py [--instructions 100000] [--repeat 5] [--module mlp|mlp-f32|jax-step|chain]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hloopt.ir.module import Module
 from hloopt.passes.base import HloPass
@@ -74,6 +79,20 @@ def module_text(instructions: int, detour: bool = True) -> str:
     return "HloModule mlp\n\n" + reducer + "ENTRY main {\n" + "\n".join(body) + "\n}\n"
 
 
+def chosen_module(name: str, instructions: int) -> str:
+    """The text of the module `--module` names, of about `instructions` instructions."""
+    if name in ("mlp", "mlp-f32"):
+        return module_text(instructions, detour=name == "mlp")
+    if name == "chain":
+        from large_modules import generated_chain
+
+        return generated_chain(instructions)
+    from parse_print import compiled_jax_step, replicate  # jax, only for this module
+
+    step = compiled_jax_step()
+    return replicate(step, max(1, round(instructions / step.count(" = "))))
+
+
 def seconds(hlo_pass: HloPass, parsed: Module) -> float:
     copy = parsed.clone()
     gc.collect()
@@ -87,9 +106,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--instructions", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--f32-only", action="store_true", help="no bf16 detour: upcast has nothing to change")
+    parser.add_argument("--module", choices=("mlp", "mlp-f32", "jax-step", "chain"), default="mlp")
     args = parser.parse_args()
-    parsed = parse(module_text(args.instructions, detour=not args.f32_only), "mlp.hlo")
+    parsed = parse(chosen_module(args.module, args.instructions), f"{args.module}.hlo")
     count = sum(len(c.instructions) for c in parsed.computations)
     passes: dict[str, HloPass] = {"upcast-all-to-fp32": lookup("upcast-all-to-fp32").create()}
     for mode in ("none", "matmult", "all"):

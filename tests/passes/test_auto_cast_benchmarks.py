@@ -18,7 +18,8 @@ ROW = re.compile(r"^  (\S.*?)\s+[0-9.]+ ms  ratio\s+[0-9.]+", re.MULTILINE)
     ("script", "extra", "rows"),
     [
         ("auto_cast.py", [], 4),
-        ("auto_cast.py", ["--f32-only"], 4),
+        ("auto_cast.py", ["--module", "mlp-f32"], 4),
+        ("auto_cast.py", ["--module", "chain"], 4),
         ("auto_cast_floor.py", [], 4),
     ],
 )
