@@ -23,6 +23,7 @@ import argparse
 import gc
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -93,13 +94,23 @@ def chosen_module(name: str, instructions: int) -> str:
     return replicate(step, max(1, round(instructions / step.count(" = "))))
 
 
-def seconds(hlo_pass: HloPass, parsed: Module) -> float:
+def seconds(work: Callable[[Module], object], parsed: Module) -> float:
+    """One timed run of `work` on a fresh copy of `parsed` (the copy is not timed), the collector paused."""
     copy = parsed.clone()
     gc.collect()
     with paused_gc():
         start = time.perf_counter()
-        hlo_pass.run(copy)
+        work(copy)
         return time.perf_counter() - start
+
+
+def best_seconds(runs: dict[str, Callable[[Module], object]], parsed: Module, repeat: int) -> dict[str, float]:
+    """Each run's best time over `repeat` rounds, the runs interleaved within a round."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeat):
+        for name, work in runs.items():
+            best[name] = min(best[name], seconds(work, parsed))
+    return best
 
 
 def main() -> int:
@@ -113,10 +124,7 @@ def main() -> int:
     passes: dict[str, HloPass] = {"upcast-all-to-fp32": lookup("upcast-all-to-fp32").create()}
     for mode in ("none", "matmult", "all"):
         passes[f"neuron-auto-cast{{mode={mode}}}"] = lookup("neuron-auto-cast").create({"mode": mode})
-    best = dict.fromkeys(passes, float("inf"))
-    for _ in range(args.repeat):
-        for name, hlo_pass in passes.items():
-            best[name] = min(best[name], seconds(hlo_pass, parsed))
+    best = best_seconds({name: hlo_pass.run for name, hlo_pass in passes.items()}, parsed, args.repeat)
     reference = best["upcast-all-to-fp32"]
     print(f"{count} instructions; best of {args.repeat}; goal: ratio to upcast-all-to-fp32 <= {GOAL}")
     failed = False

@@ -20,15 +20,13 @@ A floor over 1 means no implementation on this IR meets the goal on this module.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from auto_cast import module_text
+from auto_cast import best_seconds, module_text
 
 from hloopt.ir.attributes import with_frontend_attribute
 from hloopt.ir.module import Instruction, Module
@@ -36,7 +34,6 @@ from hloopt.ir.shape import ArrayShape
 from hloopt.passes.neuron_auto_cast import listed
 from hloopt.passes.registry import lookup
 from hloopt.passes.retyping import Converts, packed_size_dropped
-from hloopt.support.gcpause import paused_gc
 from hloopt.text.parser import parse
 
 STAMP = with_frontend_attribute(None, "auto_cast", "bf16")
@@ -86,15 +83,6 @@ def floor(module: Module, *, converts: bool) -> int:
     return sum(len(computation.instructions) for computation in module.computations)
 
 
-def seconds(work: Callable[[Module], object], parsed: Module) -> float:
-    copy = parsed.clone()
-    gc.collect()
-    with paused_gc():
-        start = time.perf_counter()
-        work(copy)
-        return time.perf_counter() - start
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--instructions", type=int, default=100_000)
@@ -108,10 +96,7 @@ def main() -> int:
         "floor: retype+converts": lambda m: floor(m, converts=True),
         "neuron-auto-cast{mode=all}": lookup("neuron-auto-cast").create({"mode": "all"}).run,
     }
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(args.repeat):
-        for name, work in runs.items():
-            best[name] = min(best[name], seconds(work, parsed))
+    best = best_seconds(runs, parsed, args.repeat)
     reference = best["upcast-all-to-fp32"]
     print(f"{sum(len(c.instructions) for c in parsed.computations)} instructions; best of {args.repeat}")
     for name, value in best.items():
