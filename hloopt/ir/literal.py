@@ -178,6 +178,17 @@ class Literal:
         assert isinstance(value, np.ndarray)  # an array shape's value is an array
         return Literal.from_value(shape, convert(value).reshape(shape.dims))
 
+    def check_once(self, check: Callable[[], None], seen: set[tuple[int, str]]) -> None:
+        """Run `check` (`self.check` or `self.check_nesting`) unless a short literal of the same shape and text
+        passed it already; `seen` holds those that did. `f32[] constant(1)` recurs, and a parse interns its
+        shapes, so a shape's id names it while the module it was read into is alive."""
+        key = None if self.is_large else (id(self.shape), self.text)
+        if key is not None and key in seen:
+            return
+        check()
+        if key is not None:
+            seen.add(key)
+
     def check(self) -> None:
         """Raise LiteralError if the text does not fit the shape: element count, value range (no decode).
 

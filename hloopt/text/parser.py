@@ -1061,15 +1061,10 @@ class _Parse:
                 raise self.error(opcode_pos, "constant needs a shape")
             text, start, end = literal_text.text, literal_text.start, literal_text.end
             literal = Literal(shape, text=text) if end is None else Literal.in_source(shape, text, start, end)
-            # Shapes are interned for the parse, so a short literal is known by its shape's id and its text.
-            known = None if literal.is_large else (id(shape), literal.text)
-            if known is None or known not in self._literals:
-                try:
-                    literal.check()
-                except LiteralError as err:
-                    raise self.error(literal_text.offset + err.offset, str(err)) from None
-                if known is not None:
-                    self._literals.add(known)
+            try:
+                literal.check_once(literal.check, self._literals)
+            except LiteralError as err:
+                raise self.error(literal_text.offset + err.offset, str(err)) from None
         elif isinstance(arguments, int):
             parameter_number = arguments
         elif opcode == "parameter":

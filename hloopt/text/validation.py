@@ -1765,17 +1765,11 @@ _CHECKS: dict[str, tuple[Callable[[Instruction], None], ...]] = {
 
 
 def _check_literal(instruction: Instruction, checked: set[tuple[int, str]]) -> None:
-    """Brace nesting of a constant (its counts and values were checked as it was parsed). A short literal is
-    checked once per shape and text, which are in `checked` once they are (the parser's literals hold their
-    text; shapes are interned, and alive while the module is validated: their ids name them)."""
+    """Brace nesting of a constant (its counts and values were checked as it was parsed), once per short
+    literal's shape and text (`Literal.check_once`; `checked` holds those that passed)."""
     literal = instruction.literal
     assert literal is not None
-    known = None if literal.is_large else (id(literal.shape), literal.text)
-    if known is not None and known in checked:
-        return
     try:
-        literal.check_nesting()
+        literal.check_once(literal.check_nesting, checked)
     except LiteralError as err:
         raise _fail(instruction, str(err)) from None
-    if known is not None:
-        checked.add(known)

@@ -183,3 +183,27 @@ def test_a_tuple_literal_with_crossed_brackets_is_refused_where_they_cross(
     """Found by the parity fuzzer: the tuple splitter raised a bare ValueError (XLA refuses these too)."""
     text = f"HloModule m\nENTRY e {{\n  ROOT c = (f32[], f32[4]) constant({literal})\n}}\n"
     assert parse_error(text) == (message, 3, column)
+
+
+def test_check_once_skips_a_short_literal_that_passed_and_nothing_else() -> None:
+    """A short literal's check runs once per shape and text that passed it; a failure is not remembered, and a
+    large literal (one printed in pieces) is checked every time."""
+    shape = ArrayShape("f32", (2,))
+    runs: list[str] = []
+    seen: set[tuple[int, str]] = set()
+    one, same, other = Literal(shape, text="{1, 2}"), Literal(shape, text="{1, 2}"), Literal(shape, text="{1, 3}")
+    for literal in (one, same, other, same):
+        literal.check_once(lambda literal=literal: runs.append(literal.text), seen)
+    assert runs == ["{1, 2}", "{1, 3}"] and seen == {(id(shape), "{1, 2}"), (id(shape), "{1, 3}")}
+
+    bad = Literal(shape, text="{1}")
+    for _ in range(2):
+        with pytest.raises(LiteralError):
+            bad.check_once(bad.check, seen)
+    assert (id(shape), "{1}") not in seen
+
+    large = Literal.from_value(ArrayShape("f32", (5000,)), np.zeros(5000, np.float32))  # printed in pieces
+    assert large.is_large
+    for _ in range(2):
+        large.check_once(lambda: runs.append("large"), seen)
+    assert runs[-2:] == ["large", "large"]
